@@ -1,0 +1,17 @@
+"""The one error root of autotune.
+
+Exceptions are for bad user input and for bugs; a trial that fails on the GPU is a value
+(:class:`autotune.results.TrialResult` with a non-ok status), never an exception.
+"""
+
+from __future__ import annotations
+
+__all__ = ["AutotuneError", "InvalidCombination"]
+
+
+class AutotuneError(Exception):
+    """Bad user input: the CLI prints the message on one line and exits with code 2."""
+
+
+class InvalidCombination(AutotuneError):
+    """Every knob value is legal on its own, but together they cannot run (trial status ``invalid``)."""

@@ -1,0 +1,57 @@
+"""What a trial job is asked to run. Plain data, no torch import, so a parent stays light."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+__all__ = ["MeasureSettings", "TrialSpec"]
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How long to warm up and time. Defaults suit full-size models on a GPU.
+
+    Warm-up ends once the last ``settle_window`` steps lie within ``settle_tolerance`` of their
+    median (compilation, cuDNN autotuning and allocator growth are over), or at the caps. Timing
+    then runs at least ``min_steps`` steps and at least ``min_time_s`` seconds; left as None,
+    these two follow the device (a GPU step is cheap, a CPU step of a tiny model is not).
+    """
+
+    min_warmup_steps: int = 3
+    max_warmup_steps: int = 60
+    max_warmup_s: float = 120.0
+    settle_window: int = 5
+    settle_tolerance: float = 0.05
+    min_steps: int | None = None
+    max_steps: int = 300
+    min_time_s: float | None = None
+    batches: int = 3  # distinct input batches, rotated so no cache sees the same data twice in a row
+
+    def for_device(self, device_type: str) -> MeasureSettings:
+        """These settings with the device's defaults filled in."""
+        gpu = device_type == "cuda"
+        return replace(
+            self,
+            min_steps=self.min_steps if self.min_steps is not None else (30 if gpu else 10),
+            min_time_s=self.min_time_s if self.min_time_s is not None else (3.0 if gpu else 1.0),
+        )
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One trial: a workload, its knobs and workload params, the device and how to measure.
+
+    ``memory_cap_gib`` caps the trial's memory for real (CUDA: the allocator's per-process
+    fraction; CPU: the address-space limit above what the process already maps), so an
+    over-large configuration fails as ``oom`` exactly as it would on a smaller device.
+    """
+
+    workload: str
+    params: dict[str, Any] = field(default_factory=dict)
+    preset: str = "full"
+    device: str = "auto"
+    workload_args: dict[str, Any] = field(default_factory=dict)
+    measure: MeasureSettings = field(default_factory=MeasureSettings)
+    memory_cap_gib: float | None = None
+    seed: int = 0

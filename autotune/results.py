@@ -1,0 +1,68 @@
+"""TrialResult: what one trial job returns, whatever happened to it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["Status", "TrialResult"]
+
+
+class Status(StrEnum):
+    """How a trial ended. Only ``ok`` carries trustworthy metrics."""
+
+    OK = "ok"
+    OOM = "oom"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    COMPILE_ERROR = "compile_error"
+    NUMERICS = "numerics"
+    INVALID = "invalid"
+
+
+@dataclass
+class TrialResult:
+    """The outcome of one trial (the JSON contract of ``autotune trial --json``).
+
+    ``metrics`` holds floats plus a few strings (``throughput_unit``, ``noop_knobs``); ``env`` is
+    the fingerprint of the machine and software that produced the numbers.
+    """
+
+    status: Status
+    reason: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    # Per-step series (e.g. ``step_ms``): logged as artifacts, never as hundreds of metrics.
+    series: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["status"] = self.status.value
+        return out
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        return cls(
+            status=Status(data["status"]),
+            reason=data.get("reason"),
+            params=dict(data.get("params") or {}),
+            metrics=dict(data.get("metrics") or {}),
+            env=dict(data.get("env") or {}),
+            series={k: list(v) for k, v in (data.get("series") or {}).items()},
+        )
+
+    @classmethod
+    def failed(cls, status: Status, reason: str, params: dict[str, Any] | None = None) -> TrialResult:
+        """A failed trial; ``reason`` is cut to one line so tags and tables stay readable."""
+        one_line = " ".join(str(reason).split())
+        return cls(status=status, reason=one_line[:300], params=dict(params or {}))

@@ -1,0 +1,93 @@
+"""ResNet-50 (He et al. 2015, torchvision's v1.5 layout) in plain torch, with synthetic images."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from autotune.workloads import Workload
+
+__all__ = ["ResNet", "build"]
+
+
+@dataclass(frozen=True)
+class _Size:
+    layers: tuple[int, int, int, int]
+    width: int
+    image: int
+    classes: int
+    batch: int
+
+
+# full is the real ResNet-50; small keeps its depth at a quarter of the pixels; tiny runs in seconds on a CPU.
+PRESETS = {
+    "full": _Size((3, 4, 6, 3), 64, 224, 1000, 128),
+    "small": _Size((3, 4, 6, 3), 64, 112, 1000, 64),
+    "tiny": _Size((1, 1, 1, 1), 8, 32, 10, 8),
+}
+
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, in_ch: int, width: int, stride: int) -> None:
+        super().__init__()
+        out_ch = width * self.expansion
+        self.conv1 = nn.Conv2d(in_ch, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)  # stride here: v1.5
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, out_ch, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out_ch)
+        self.downsample: nn.Module = nn.Identity()
+        if stride != 1 or in_ch != out_ch:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(in_ch, out_ch, 1, stride=stride, bias=False), nn.BatchNorm2d(out_ch)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return F.relu(out + self.downsample(x))
+
+
+class ResNet(nn.Module):
+    def __init__(self, layers: tuple[int, ...], width: int = 64, classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, width, 7, stride=2, padding=3, bias=False),
+            nn.BatchNorm2d(width),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, stride=2, padding=1),
+        )
+        stages: list[nn.Module] = []
+        in_ch = width
+        for index, blocks in enumerate(layers):
+            stage_width = width * 2**index
+            for block in range(blocks):
+                stride = 2 if index > 0 and block == 0 else 1
+                stages.append(Bottleneck(in_ch, stage_width, stride))
+                in_ch = stage_width * Bottleneck.expansion
+        self.stages = nn.Sequential(*stages)
+        self.fc = nn.Linear(in_ch, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stages(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def build(preset: str = "full") -> Workload:
+    """ResNet-50 image classification on random images and labels."""
+    size = PRESETS[preset]
+    model = ResNet(size.layers, size.width, size.classes)
+
+    def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        images = torch.randn(batch_size, 3, size.image, size.image, device=device)
+        labels = torch.randint(0, size.classes, (batch_size,), device=device)
+        return images, labels
+
+    return Workload(model, make_batch, F.cross_entropy, default_batch_size=size.batch, unit="images/s")

@@ -1,0 +1,182 @@
+"""Each knob really takes effect on the model, the backend flags and the training step."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from autotune import knobs
+from autotune.errors import AutotuneError, InvalidCombination
+from autotune.knobs import Knobs
+from autotune.workloads import build
+
+FLAGS = (
+    (torch.backends.cuda.matmul, "fp32_precision"),
+    (torch.backends.cudnn.conv, "fp32_precision"),
+    (torch.backends.cudnn.rnn, "fp32_precision"),
+    (torch.backends.cudnn, "benchmark"),
+    (torch.backends.cudnn, "deterministic"),
+)
+
+
+@pytest.fixture(autouse=True)
+def restore_backend_flags() -> Iterator[None]:
+    saved = [getattr(obj, name) for obj, name in FLAGS]
+    yield
+    for (obj, name), value in zip(FLAGS, saved, strict=True):
+        setattr(obj, name, value)
+
+
+def resnet() -> torch.nn.Module:
+    return build("resnet50", "tiny", {}, torch.device("cpu")).model
+
+
+def apply(model: torch.nn.Module, **params: Any) -> tuple[torch.nn.Module, knobs.StepContext]:
+    optimizer = torch.optim.AdamW(model.parameters())
+    return knobs.apply(model, optimizer, Knobs.from_params(params), "cpu")
+
+
+def test_channels_last_converts_every_4d_weight_and_the_inputs() -> None:
+    model, ctx = apply(resnet(), memory_format="channels_last")
+    weights = [p for p in model.parameters() if p.dim() == 4]
+    assert weights and all(p.is_contiguous(memory_format=torch.channels_last) for p in weights)
+    assert not all(p.is_contiguous() for p in weights)
+    x = ctx.prepare_inputs(torch.randn(2, 3, 32, 32))
+    assert x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+    assert "memory_format" not in ctx.noops
+
+
+def test_channels_last_without_4d_weights_is_a_recorded_noop() -> None:
+    _, ctx = apply(build("gpt2", "tiny", {}, torch.device("cpu")).model, memory_format="channels_last")
+    assert "memory_format" in ctx.noops
+
+
+def test_default_precision_leaves_pytorch_flags_untouched() -> None:
+    before = [getattr(obj, name) for obj, name in FLAGS]
+    _, ctx = apply(resnet(), precision="default")
+    assert [getattr(obj, name) for obj, name in FLAGS] == before
+    assert ctx.autocast_dtype is None and ctx.scaler is None
+
+
+def test_strict_fp32_turns_tf32_off_everywhere() -> None:
+    torch.backends.cudnn.conv.fp32_precision = "tf32"  # PyTorch's default for convolutions
+    apply(resnet(), precision="fp32")
+    assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    assert torch.backends.cudnn.conv.fp32_precision == "ieee"
+    assert torch.backends.cudnn.rnn.fp32_precision == "ieee"
+
+
+def test_tf32_turns_tf32_on_for_matmul_and_cudnn() -> None:
+    _, ctx = apply(resnet(), precision="tf32")
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    assert torch.backends.cudnn.conv.fp32_precision == "tf32"
+    assert "tf32" in ctx.noops  # recorded: a CPU has no tensor cores
+
+
+def test_matmul_precision_knob_sets_matmul_only() -> None:
+    apply(resnet(), matmul_precision="high")
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+
+
+@pytest.mark.parametrize(("precision", "dtype"), [("bf16", torch.bfloat16), ("fp16", torch.float16)])
+def test_autocast_precisions_run_matmuls_in_half(precision: str, dtype: torch.dtype) -> None:
+    model, ctx = apply(torch.nn.Linear(8, 8), precision=precision)
+    with ctx.autocast():
+        out = model(torch.randn(4, 8))
+    assert out.dtype == dtype
+    assert next(model.parameters()).dtype == torch.float32  # weights stay fp32
+    assert (ctx.scaler is not None) == (precision == "fp16")
+
+
+def test_fp16_step_goes_through_the_grad_scaler() -> None:
+    model = torch.nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    _, ctx = knobs.apply(model, optimizer, Knobs(precision="fp16"), "cpu")
+    before = model.weight.detach().clone()
+    for _ in range(20):  # the scaler skips steps whose scaled gradients overflow, then backs off
+        with ctx.autocast():
+            loss = model(torch.randn(4, 8)).float().pow(2).mean()
+        ctx.backward(loss)
+        ctx.step(optimizer)
+        optimizer.zero_grad()
+    assert ctx.scaler is not None and ctx.scaler.get_scale() < 2.0**16  # it did back off
+    assert not torch.equal(before, model.weight)
+
+
+def test_fused_optimizer_switches_to_the_fused_kernel_and_steps() -> None:
+    model = torch.nn.Linear(8, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    _, ctx = knobs.apply(model, optimizer, Knobs(fused_optimizer=True), "cpu")
+    assert all(group["fused"] for group in optimizer.param_groups)
+    before = model.weight.detach().clone()
+    model(torch.randn(4, 8)).sum().backward()
+    ctx.step(optimizer)
+    assert not torch.equal(before, model.weight)
+
+
+def test_fused_optimizer_on_an_optimizer_without_one_is_invalid() -> None:
+    model = torch.nn.Linear(8, 2)
+    with pytest.raises(InvalidCombination, match="RMSprop"):
+        knobs.apply(model, torch.optim.RMSprop(model.parameters()), Knobs(fused_optimizer=True), "cpu")
+
+
+def test_compile_mode_goes_to_torch_compile() -> None:
+    calls: list[dict[str, Any]] = []
+
+    def fake_compile(model: torch.nn.Module, **kwargs: Any) -> torch.nn.Module:
+        calls.append(kwargs)
+        return model
+
+    knobs.apply(
+        resnet(), None, Knobs(compile_mode="max-autotune-no-cudagraphs"), "cpu", compile_fn=fake_compile
+    )
+    assert calls == [{"mode": "max-autotune-no-cudagraphs"}]
+
+
+def test_cudnn_flags_on_cpu_are_recorded_noops() -> None:
+    _, ctx = apply(resnet(), cudnn_benchmark=True, cudnn_deterministic=False)
+    assert {"cudnn_benchmark", "cudnn_deterministic"} <= set(ctx.noops)
+    assert torch.backends.cudnn.benchmark is False  # not touched off-GPU
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"cudnn_benchmark": True, "cudnn_deterministic": True},
+        {"precision": "fp32", "matmul_precision": "high"},
+        {"precision": "tf32", "matmul_precision": "highest"},
+    ],
+)
+def test_contradictory_combinations_are_invalid(params: dict[str, Any]) -> None:
+    with pytest.raises(InvalidCombination):
+        Knobs.from_params(params).check_combination("cpu")
+
+
+def test_from_params_coerces_cli_strings() -> None:
+    parsed = Knobs.from_params({"batch_size": "256", "cudnn_benchmark": "true", "fused_optimizer": "off"})
+    assert (parsed.batch_size, parsed.cudnn_benchmark, parsed.fused_optimizer) == (256, True, False)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"precsion": "bf16"}, "unknown knob 'precsion'"),
+        ({"precision": "bf17"}, "precision='bf17' is not valid"),
+        ({"batch_size": "many"}, "batch_size='many' is not valid"),
+        ({"batch_size": 0}, "batch_size=0 is not valid"),
+        ({"cudnn_benchmark": "maybe"}, "cudnn_benchmark='maybe'"),
+    ],
+)
+def test_bad_knob_values_name_the_problem(params: dict[str, Any], message: str) -> None:
+    with pytest.raises(AutotuneError, match=message.replace("(", r"\(")):
+        Knobs.from_params(params)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cudnn_flags_are_set_on_a_gpu() -> None:
+    _, ctx = knobs.apply(resnet().cuda(), None, Knobs(cudnn_benchmark=True), "cuda")
+    assert torch.backends.cudnn.benchmark is True and "cudnn_benchmark" not in ctx.noops

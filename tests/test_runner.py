@@ -1,0 +1,110 @@
+"""Every failure class, triggered for real in an isolated trial process; the next trial still runs."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from autotune.jobspec import MeasureSettings, TrialSpec
+from autotune.results import Status
+from autotune.runner import TrialRunner
+
+FAST = MeasureSettings(min_warmup_steps=2, min_steps=5, min_time_s=0.05, max_warmup_s=5)
+
+
+@pytest.fixture(scope="module")
+def runner() -> TrialRunner:
+    return TrialRunner()
+
+
+def spec(workload: str, **params: object) -> TrialSpec:
+    return TrialSpec(f"trial_workloads:{workload}", dict(params), preset="tiny", device="cpu", measure=FAST)
+
+
+def assert_next_trial_ok(runner: TrialRunner) -> None:
+    result = runner.run(spec("tiny_mlp"), timeout_s=60)
+    assert result.status is Status.OK, result.reason
+    assert result.metrics["throughput"] > 0
+
+
+def test_ok_trial_reports_metrics_and_env(runner: TrialRunner) -> None:
+    result = runner.run(spec("tiny_mlp", batch_size=8), timeout_s=60)
+    assert result.status is Status.OK, result.reason
+    metrics = result.metrics
+    assert metrics["step_ms_p50"] > 0 and metrics["step_ms_p90"] >= metrics["step_ms_p50"]
+    assert metrics["throughput"] == pytest.approx(8 / (metrics["step_ms_p50"] / 1e3))
+    assert metrics["timed_steps"] == len(result.series["step_ms"]) >= 5
+    assert 0 < metrics["overhead_s"] < 30 and metrics["peak_mem_gib"] > 0
+    assert result.params["batch_size"] == 8 and result.params["precision"] == "default"
+    assert result.env["device"] == "cpu" and result.env["torch"]
+
+
+def test_allocation_past_memory_cap_is_oom(runner: TrialRunner) -> None:
+    # 200k images of 3x32x32 fp32 need 2.3 GiB for the first batch alone: past a 0.5 GiB cap.
+    capped = TrialSpec("resnet50", {"batch_size": 200_000}, "tiny", "cpu", measure=FAST, memory_cap_gib=0.5)
+    result = runner.run(capped, timeout_s=60)
+    assert result.status is Status.OOM, result.reason
+    assert "allocate" in result.reason
+    assert_next_trial_ok(runner)
+
+
+def test_trial_past_its_timeout_is_killed(runner: TrialRunner, tmp_path: Path) -> None:
+    pidfile = tmp_path / "helper.pid"
+    started = time.monotonic()
+    result = runner.run(spec("spawner", pidfile=str(pidfile)), timeout_s=3)
+    assert result.status is Status.TIMEOUT
+    assert time.monotonic() - started < 15
+    helper_pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert (
+        not Path(f"/proc/{helper_pid}").exists()
+        or "Z" in Path(f"/proc/{helper_pid}/stat").read_text().split()[2]
+    )
+    assert_next_trial_ok(runner)
+
+
+@pytest.mark.parametrize("signame", ["SIGKILL", "SIGSEGV"])
+def test_child_killed_by_signal_is_crash(runner: TrialRunner, signame: str) -> None:
+    result = runner.run(spec("killed", signame=signame), timeout_s=60)
+    assert result.status is Status.CRASH
+    assert result.reason == f"trial process killed by signal {signame}"
+    assert_next_trial_ok(runner)
+
+
+@pytest.mark.parametrize("from_step", [0, 3])
+def test_nan_loss_is_numerics(runner: TrialRunner, from_step: int) -> None:
+    result = runner.run(spec("nan_loss", from_step=from_step), timeout_s=60)
+    assert result.status is Status.NUMERICS
+    assert "nan" in result.reason
+    assert_next_trial_ok(runner)
+
+
+def test_contradictory_knobs_are_invalid(runner: TrialRunner) -> None:
+    result = runner.run(spec("tiny_mlp", cudnn_benchmark=True, cudnn_deterministic=True), timeout_s=60)
+    assert result.status is Status.INVALID
+    assert "contradicts" in result.reason
+    assert_next_trial_ok(runner)
+
+
+def test_all_zero_inputs_are_refused(runner: TrialRunner) -> None:
+    result = runner.run(spec("zeros"), timeout_s=60)
+    assert result.status is Status.INVALID and "all-zero" in result.reason
+
+
+def test_reduced_precision_far_from_fp32_is_numerics(runner: TrialRunner) -> None:
+    # A finite loss that bf16 rounding ruins: the guard compares it with the fp32 reference.
+    result = runner.run(spec("cancelling", precision="bf16"), timeout_s=60)
+    assert result.status is Status.NUMERICS, result.reason
+    assert "fp32 reference" in result.reason
+    assert runner.run(spec("cancelling", precision="fp32"), timeout_s=60).ok
+
+
+def test_trial_processes_are_fresh(runner: TrialRunner) -> None:
+    first = runner.run(spec("tiny_mlp"), timeout_s=60)
+    second = runner.run(spec("tiny_mlp"), timeout_s=60)
+    assert first.ok and second.ok
+    assert first.env["host"] == second.env["host"] == os.uname().nodename
+    assert second.metrics["startup_s"] < 2.0  # forked from the warm forkserver, not a fresh interpreter

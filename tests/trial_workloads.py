@@ -1,0 +1,98 @@
+"""User workloads (``module:function``) that the tests run as real trials, some built to fail."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from autotune.workloads import Workload
+
+
+def _mlp_parts(width: int = 32) -> tuple[torch.nn.Module, object]:
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 10))
+
+    def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randn(batch_size, width, device=device), torch.randint(
+            0, 10, (batch_size,), device=device
+        )
+
+    return model, make_batch
+
+
+def tiny_mlp(preset: str = "tiny") -> Workload:
+    """A step of well under a millisecond: the trial that must run fine after each failure."""
+    model, make_batch = _mlp_parts()
+    return Workload(model, make_batch, F.cross_entropy, default_batch_size=16)  # type: ignore[arg-type]
+
+
+class _Hook(torch.nn.Module):
+    """Runs ``action`` in forward, then behaves like its inner module."""
+
+    def __init__(self, inner: torch.nn.Module, action: object) -> None:
+        super().__init__()
+        self.inner, self.action = inner, action
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.action()  # type: ignore[operator]
+        return self.inner(x)
+
+
+def sleepy(preset: str = "tiny", seconds: float = 600.0) -> Workload:
+    """Hangs in its forward pass, as a deadlocked or pathologically slow step would."""
+    model, make_batch = _mlp_parts()
+    return Workload(_Hook(model, lambda: time.sleep(seconds)), make_batch, F.cross_entropy)  # type: ignore[arg-type]
+
+
+def spawner(preset: str = "tiny", pidfile: str = "") -> Workload:
+    """Starts a helper process (as compile workers do), records its pid, then hangs."""
+    helper = subprocess.Popen(["sleep", "600"])
+    Path(pidfile).write_text(str(helper.pid))
+    return sleepy(preset)
+
+
+def killed(preset: str = "tiny", signame: str = "SIGKILL") -> Workload:
+    """Dies from a signal in its forward pass, as a segfaulting kernel or the OOM killer would."""
+    model, make_batch = _mlp_parts()
+    action = lambda: os.kill(os.getpid(), signal.Signals[signame])  # noqa: E731
+    return Workload(_Hook(model, action), make_batch, F.cross_entropy)  # type: ignore[arg-type]
+
+
+def nan_loss(preset: str = "tiny", from_step: int = 0) -> Workload:
+    """Its loss turns NaN from step ``from_step`` on, as a diverging fp16 run does."""
+    model, make_batch = _mlp_parts()
+    steps = [0]
+
+    def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        loss = F.cross_entropy(output, target)
+        steps[0] += 1
+        return loss * float("nan") if steps[0] > from_step + 1 else loss  # +1: the reference pass
+
+    return Workload(model, make_batch, loss_fn, default_batch_size=16)  # type: ignore[arg-type]
+
+
+def zeros(preset: str = "tiny") -> Workload:
+    """Feeds all-zero inputs, which would flatter the timing: must be refused."""
+    model, _ = _mlp_parts()
+
+    def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros(batch_size, 32, device=device), torch.zeros(
+            batch_size, dtype=torch.long, device=device
+        )
+
+    return Workload(model, make_batch, F.cross_entropy)
+
+
+def cancelling(preset: str = "tiny") -> Workload:
+    """A loss computed as (y + 1000) - 1000: exact enough in fp32, mostly rounding error in bf16."""
+    model, make_batch = _mlp_parts()
+
+    def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return ((output + 1000.0) - 1000.0).float().pow(2).mean() + 1.0
+
+    return Workload(model, make_batch, loss_fn, default_batch_size=16)  # type: ignore[arg-type]
