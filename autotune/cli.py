@@ -1,0 +1,144 @@
+"""The ``autotune`` command: one thin function per subcommand; the work happens in the modules."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from autotune.errors import AutotuneError
+
+__all__ = ["main"]
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 1
+EXIT_TRIAL_FAILED = 3
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"autotune: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _parse_assignments(pairs: tuple[str, ...]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise AutotuneError(f"-p {pair!r} is not key=value")
+        params[key.strip()] = value.strip()
+    return params
+
+
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
+    from autotune.space import parse_duration
+
+    try:
+        return None if value is None else parse_duration(value)
+    except AutotuneError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="autotune")
+def cli() -> None:
+    """Find the fastest way to train a PyTorch model on this GPU.
+
+    Exit codes: 0 done, 2 bad input, 3 a trial that failed (oom, timeout, ...), 1 internal error.
+    """
+
+
+@cli.command()
+@click.argument("workload")
+@click.option(
+    "-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A knob or workload parameter."
+)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--preset", default="full", show_default=True, help="Workload size: tiny, small or full.")
+@click.option(
+    "--timeout", default="10m", show_default=True, callback=_duration, help="Wall-clock limit: 90s, 10m, 1h."
+)
+@click.option(
+    "--memory-cap",
+    type=float,
+    metavar="GIB",
+    help="Fail allocations past this much memory, as a smaller device would.",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    help="Least number of timed steps (default: 30 on a GPU, 10 on a CPU).",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the TrialResult as JSON.")
+def trial(
+    workload: str,
+    params: tuple[str, ...],
+    device: str,
+    preset: str,
+    timeout: float,
+    memory_cap: float | None,
+    steps: int | None,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Measure one configuration of WORKLOAD (resnet50, gpt2 or module:function) in its own process.
+
+    Example: autotune trial resnet50 -p precision=bf16 -p memory_format=channels_last -p batch_size=256
+    """
+    from autotune import report
+    from autotune.job import check_spec
+    from autotune.jobspec import MeasureSettings, TrialSpec
+    from autotune.runner import TrialRunner
+
+    parsed = _parse_assignments(params)
+    spec = TrialSpec(workload, parsed, preset, device, {}, MeasureSettings(min_steps=steps), memory_cap, seed)
+    check_spec(spec)
+    result = TrialRunner().run(spec, timeout)
+    click.echo(result.to_json(indent=2) if as_json else report.trial_summary(workload, preset, result))
+    if not result.ok:
+        sys.exit(EXIT_TRIAL_FAILED)
+
+
+@cli.command()
+@click.argument("space_file", type=click.Path(path_type=Path))
+def validate(space_file: Path) -> None:
+    """Check SPACE_FILE and report every problem at once, with file and key path."""
+    from autotune.space import load_space
+
+    space = load_space(space_file)
+    click.echo(f"{space_file}: ok ({len(space.params)} params, sampler {space.sampler.name})")
+
+
+def _run_guarded(entry: Callable[..., Any], args: list[str] | None) -> int:
+    try:
+        entry.main(args=args, prog_name="autotune", standalone_mode=False)
+    except click.exceptions.Abort:
+        _fail("aborted", 130)
+    except click.ClickException as exc:
+        _fail(exc.format_message(), EXIT_BAD_INPUT)
+    except AutotuneError as exc:
+        lines = str(exc).splitlines() or ["bad input"]
+        for line in lines[:-1]:  # several problems (validate): one line each
+            click.echo(f"autotune: error: {line}", err=True)
+        _fail(lines[-1], EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except Exception as exc:
+        if os.environ.get("AUTOTUNE_DEBUG"):
+            traceback.print_exc()
+        _fail(
+            f"internal error: {type(exc).__name__}: {exc} (AUTOTUNE_DEBUG=1 shows the traceback)",
+            EXIT_INTERNAL,
+        )
+    return 0
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console-script entry point."""
+    return _run_guarded(cli, args)
