@@ -1,0 +1,130 @@
+"""How autotune keeps its records on Optuna trials and studies: the storage is the truth.
+
+Every worker, the leaderboard and export read the same attributes, so this module is the one
+place that names them. A trial's outcome is its TrialResult (without per-step series) in
+``autotune.result``; ``autotune.kind`` says whether it was measured, rejected before running,
+or a duplicate answered from an earlier measurement (neither costs GPU time nor counts in the
+budget).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune.errors import AutotuneError
+from autotune.results import TrialResult
+
+__all__ = [
+    "DEFAULT_STORAGE",
+    "StudyInfo",
+    "TrialKind",
+    "load_existing_study",
+    "load_study_info",
+    "measured_trials",
+    "trial_kind",
+    "trial_params",
+    "trial_result",
+]
+
+ATTR_RESULT = "autotune.result"
+ATTR_PARAMS = "autotune.params"  # the params as the space decoded them (ordinals as values, fixed included)
+ATTR_KIND = "autotune.kind"
+ATTR_STATUS = "autotune.status"
+ATTR_REASON = "autotune.reason"
+ATTR_DEFAULT = "autotune.default"  # the PyTorch-default configuration, enqueued first
+ATTR_WORKER = "autotune.worker"  # host:pid of the worker running the trial
+ATTR_VIOLATION = "autotune.violation"  # > 0: infeasible (OOM, rejected, a metric constraint broken)
+ATTR_DUPLICATE_OF = "autotune.duplicate_of"
+ATTR_MLFLOW_RUN = "autotune.mlflow_run_id"
+ATTR_REMEASURED = "autotune.remeasured"  # {"values": [...], "median": x, "cv": y} from fresh processes
+STUDY_ATTR_INFO = "autotune.info"
+DEFAULT_STORAGE = "sqlite:///autotune.db"  # in the current folder: the embedded default
+
+
+class TrialKind(StrEnum):
+    """Where a trial's outcome came from."""
+
+    MEASURED = "measured"
+    REJECTED = "rejected"  # a feasibility rule ruled it out before it ran
+    DUPLICATE = "duplicate"  # the same params were measured before: answered from that trial
+
+
+@dataclass(frozen=True)
+class StudyInfo:
+    """What a study was created for, stored on the study so leaderboard and export need no YAML."""
+
+    workload: str
+    preset: str
+    device: str
+    space_path: str
+    space_text: str
+    objectives: tuple[tuple[str, str], ...]  # (metric, direction)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "preset": self.preset,
+            "device": self.device,
+            "space_path": self.space_path,
+            "space_text": self.space_text,
+            "objectives": [list(o) for o in self.objectives],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StudyInfo:
+        return cls(
+            workload=data["workload"],
+            preset=data["preset"],
+            device=data["device"],
+            space_path=data["space_path"],
+            space_text=data["space_text"],
+            objectives=tuple((m, d) for m, d in data["objectives"]),
+        )
+
+
+def load_study_info(study: optuna.Study) -> StudyInfo | None:
+    data = study.user_attrs.get(STUDY_ATTR_INFO)
+    return StudyInfo.from_dict(data) if data else None
+
+
+def trial_result(trial: FrozenTrial) -> TrialResult | None:
+    """The recorded outcome of a finished trial, or None (running, or killed before reporting)."""
+    data = trial.user_attrs.get(ATTR_RESULT)
+    return TrialResult.from_dict(data) if data else None
+
+
+def trial_params(trial: FrozenTrial) -> dict[str, Any]:
+    """The trial's params as the space decoded them."""
+    return dict(trial.user_attrs.get(ATTR_PARAMS, trial.params))
+
+
+def trial_kind(trial: FrozenTrial) -> TrialKind | None:
+    kind = trial.user_attrs.get(ATTR_KIND)
+    return TrialKind(kind) if kind else None
+
+
+def measured_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """Finished trials whose outcome was measured (or replayed): what the budget counts."""
+    states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+    return [
+        t
+        for t in study.get_trials(deepcopy=False, states=states)
+        if trial_kind(t) is TrialKind.MEASURED and ATTR_RESULT in t.user_attrs
+    ]
+
+
+def load_existing_study(name: str, storage: str) -> optuna.Study:
+    """An existing study, or an :class:`AutotuneError` that lists the studies the storage has."""
+    try:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    except Exception as exc:  # a bad URL, an unreachable database
+        raise AutotuneError(f"cannot open storage {storage!r}: {type(exc).__name__}: {exc}") from exc
+    if name not in names:
+        known = ", ".join(sorted(names)) or "none"
+        raise AutotuneError(f"no study {name!r} in {storage} (studies there: {known})")
+    return optuna.load_study(study_name=name, storage=storage)
