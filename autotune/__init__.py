@@ -1,7 +1,25 @@
 """autotune: find the fastest way to train a PyTorch model on a given NVIDIA GPU."""
 
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
 from autotune.errors import AutotuneError, InvalidCombination
 from autotune.results import Status, TrialResult
 
-__all__ = ["AutotuneError", "InvalidCombination", "Status", "TrialResult", "__version__"]
+if TYPE_CHECKING:
+    from autotune.export import TunedConfig
+
+__all__ = ["AutotuneError", "InvalidCombination", "Status", "TrialResult", "__version__", "load"]
 __version__ = "0.1.0"
+
+
+def load(path: str | os.PathLike[str]) -> TunedConfig:
+    """Read a tuned config written by ``autotune export``; then ``model, step_ctx = cfg.apply(model, optimizer)``.
+
+    See :func:`autotune.export.load`. Imported on first use, so ``import autotune`` stays light.
+    """
+    from autotune.export import load as load_tuned_config
+
+    return load_tuned_config(path)

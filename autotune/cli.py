@@ -55,14 +55,10 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("workload")
-@click.option(
-    "-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A knob or workload parameter."
-)
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A knob or workload parameter.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--preset", default="full", show_default=True, help="Workload size: tiny, small or full.")
-@click.option(
-    "--timeout", default="10m", show_default=True, callback=_duration, help="Wall-clock limit: 90s, 10m, 1h."
-)
+@click.option("--timeout", default="10m", show_default=True, callback=_duration, help="Wall-clock limit: 90s, 10m, 1h.")
 @click.option(
     "--memory-cap",
     type=float,
@@ -113,6 +109,83 @@ def validate(space_file: Path) -> None:
 
     space = load_space(space_file)
     click.echo(f"{space_file}: ok ({len(space.params)} params, sampler {space.sampler.name})")
+
+
+@cli.command()
+@click.argument("space_file", type=click.Path(path_type=Path))
+@click.option("--study", "study_name", help="Study name (default: the space file's name). Same name = resume.")
+@click.option("--n-trials", type=click.IntRange(min=1), help="Measured trials in total, finished ones included.")
+@click.option("--timeout", callback=_duration, help="Stop starting trials after this long: 90s, 30m, 8h.")
+@click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL, or memory.")
+@click.option("--device", help="Override the space's device: auto, cpu, cuda, cuda:N.")
+@click.option("--seed", type=int, help="Override the space's sampler seed.")
+@click.option("--replay", type=click.Path(path_type=Path), help="Answer trials from recorded measurements (JSON).")
+@click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")
+@click.option("--no-mlflow", is_flag=True, help="Do not log to MLflow.")
+@click.option("--memory-cap", type=float, metavar="GIB", help="Fail trial allocations past this much memory.")
+def sweep(
+    space_file: Path,
+    study_name: str | None,
+    n_trials: int | None,
+    timeout: float | None,
+    storage: str,
+    device: str | None,
+    seed: int | None,
+    replay: Path | None,
+    tracking_uri: str | None,
+    no_mlflow: bool,
+    memory_cap: float | None,
+) -> None:
+    """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
+    from autotune import report
+    from autotune.space import load_space
+    from autotune.sweep import SweepOptions, run_sweep
+
+    space = load_space(space_file, replay=replay is not None)
+    options = SweepOptions(
+        study_name, storage, n_trials, timeout, device, seed, replay, not no_mlflow, tracking_uri, memory_cap
+    )
+    summary = run_sweep(space, options)
+    click.echo(report.sweep_summary(summary, storage))
+
+
+@cli.command()
+@click.option("--study", "study_name", required=True, help="The study to show.")
+@click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
+@click.option("--top", type=click.IntRange(min=1), help="Show only the best N.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+def leaderboard(study_name: str, storage: str, top: int | None, fmt: str) -> None:
+    """Rank the measured trials of a study: knobs, throughput, speedup over the default, memory, energy."""
+    from autotune.leaderboard import leaderboard as rank
+    from autotune.leaderboard import render
+
+    study, info = _open_study(study_name, storage)
+    click.echo(render(rank(study, info), info, fmt, top))
+
+
+@cli.command()
+@click.option("--study", "study_name", required=True, help="The study to export from.")
+@click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("tuned.yaml"), show_default=True)
+@click.option("--rule", help="Pick the best trial whose metrics satisfy this, e.g. 'peak_mem_gib <= 40'.")
+def export(study_name: str, storage: str, output: Path, rule: str | None) -> None:
+    """Write the winning configuration as a tuned-config file for production training."""
+    from autotune.export import export as write_config
+
+    study, info = _open_study(study_name, storage)
+    config = write_config(study, info, output, rule=rule, storage=storage)
+    trial = config.provenance.get("trial")
+    click.echo(f"wrote {output} (study {study_name}, trial {trial}): {config.knobs}")
+
+
+def _open_study(name: str, storage: str) -> tuple[Any, Any]:
+    from autotune.studyio import load_existing_study, load_study_info
+
+    study = load_existing_study(name, storage)
+    info = load_study_info(study)
+    if info is None:
+        raise AutotuneError(f"study {name!r} was not made by autotune sweep")
+    return study, info
 
 
 def _run_guarded(entry: Callable[..., Any], args: list[str] | None) -> int:

@@ -147,9 +147,7 @@ class _Validator(ast.NodeVisitor):
         fewest, most = _ARITY[name]
         if len(node.args) < fewest or (most is not None and len(node.args) > most):
             takes = f"at least {fewest}" if most is None else str(fewest)
-            raise AutotuneError(
-                f"expression {self.text!r}: {name}() takes {takes} argument(s), got {len(node.args)}"
-            )
+            raise AutotuneError(f"expression {self.text!r}: {name}() takes {takes} argument(s), got {len(node.args)}")
         for arg in node.args:
             self.visit(arg)
 

@@ -85,9 +85,7 @@ def check_spec(spec: TrialSpec) -> None:
     """Raise :class:`AutotuneError` for bad input, before any trial process is started."""
     build = workloads.resolve(spec.workload)
     if spec.workload in workloads.BUILTIN and spec.preset not in workloads.PRESETS:
-        raise AutotuneError(
-            f"preset {spec.preset!r} is not valid: expected one of {', '.join(workloads.PRESETS)}"
-        )
+        raise AutotuneError(f"preset {spec.preset!r} is not valid: expected one of {', '.join(workloads.PRESETS)}")
     knob_params, _ = split_params(spec.params, build)
     knobs_mod.Knobs.from_params(knob_params)
     resolve_device(spec.device)
@@ -122,9 +120,7 @@ def _apply_memory_cap(cap_gib: float | None, device: torch.device) -> None:
 
 def _check_random(batch: Any) -> None:
     """Timing on zeros flatters kernels and hides bugs: refuse all-zero synthetic inputs."""
-    tensors = [
-        t for t in (batch if isinstance(batch, tuple | list) else [batch]) if isinstance(t, torch.Tensor)
-    ]
+    tensors = [t for t in (batch if isinstance(batch, tuple | list) else [batch]) if isinstance(t, torch.Tensor)]
     if tensors and tensors[0].is_floating_point() and not tensors[0].any():
         raise AutotuneError("the workload's make_batch returned all-zero inputs; use random data")
 
@@ -152,6 +148,7 @@ def _warm_up(
     step: Callable[[int], None], device: torch.device, settings: MeasureSettings, times: list[float]
 ) -> list[float]:
     """Run steps one at a time until their times settle (compilation, autotuning and growth done)."""
+    assert settings.max_warmup_steps is not None and settings.settle_tolerance is not None
     start = time.perf_counter()
     while len(times) < settings.max_warmup_steps:
         times += time_steps(step, 1, device)
@@ -164,10 +161,16 @@ def _warm_up(
     return times
 
 
+def _compile_seconds(warm_ms: list[float], steady_ms: float) -> float:
+    """Warm-up time spent above the steady step time, counting only steps that took more than twice
+    as long (compilation, autotuning, graph capture), so ordinary jitter does not add up."""
+    return sum(t - steady_ms for t in warm_ms if t > 2 * steady_ms) / 1e3
+
+
 def _timed_step_count(warm_ms: list[float], settings: MeasureSettings) -> int:
     recent = sorted(warm_ms[-settings.settle_window :])
     typical_ms = max(recent[len(recent) // 2], 1e-3)
-    assert settings.min_time_s is not None and settings.min_steps is not None  # for_device() filled them
+    assert settings.min_time_s is not None and settings.min_steps is not None  # for_device() fills them
     wanted = math.ceil(settings.min_time_s * 1e3 / typical_ms)
     return max(settings.min_steps, min(settings.max_steps, wanted))
 
@@ -221,10 +224,10 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
         "throughput_unit": workload.unit,
         **stats,
         "peak_mem_gib": peak_memory_gib(device),
-        "compile_s": max(0.0, (sum(warm_ms) - len(warm_ms) * stats["step_ms_p50"]) / 1e3),
+        "compile_s": _compile_seconds(warm_ms, stats["step_ms_p50"]),
         "first_step_s": warm_ms[0] / 1e3,
         "warmup_steps": len(warm_ms),
-        "warmup_settled": float(settled(warm_ms, settings.settle_window, settings.settle_tolerance)),
+        "warmup_settled": float(settled(warm_ms, settings.settle_window, settings.settle_tolerance or 0.0)),
         "timed_steps": len(timed_ms),
         "loss_rel_error": rel_error,
         "startup_s": started - requested_at,

@@ -14,15 +14,16 @@ class MeasureSettings:
 
     Warm-up ends once the last ``settle_window`` steps lie within ``settle_tolerance`` of their
     median (compilation, cuDNN autotuning and allocator growth are over), or at the caps. Timing
-    then runs at least ``min_steps`` steps and at least ``min_time_s`` seconds; left as None,
-    these two follow the device (a GPU step is cheap, a CPU step of a tiny model is not).
+    then runs at least ``min_steps`` steps and at least ``min_time_s`` seconds. Left as None, the
+    settings follow the device: GPU steps are steady to a few tenths of a percent once warm, CPU
+    steps of a tiny model jitter by 10% or more with the rest of the machine.
     """
 
     min_warmup_steps: int = 3
-    max_warmup_steps: int = 60
+    max_warmup_steps: int | None = None
     max_warmup_s: float = 120.0
     settle_window: int = 5
-    settle_tolerance: float = 0.05
+    settle_tolerance: float | None = None
     min_steps: int | None = None
     max_steps: int = 300
     min_time_s: float | None = None
@@ -31,10 +32,16 @@ class MeasureSettings:
     def for_device(self, device_type: str) -> MeasureSettings:
         """These settings with the device's defaults filled in."""
         gpu = device_type == "cuda"
+
+        def pick(value: Any, on_gpu: Any, on_cpu: Any) -> Any:
+            return value if value is not None else (on_gpu if gpu else on_cpu)
+
         return replace(
             self,
-            min_steps=self.min_steps if self.min_steps is not None else (30 if gpu else 10),
-            min_time_s=self.min_time_s if self.min_time_s is not None else (3.0 if gpu else 1.0),
+            min_steps=pick(self.min_steps, 30, 10),
+            min_time_s=pick(self.min_time_s, 3.0, 1.0),
+            max_warmup_steps=pick(self.max_warmup_steps, 60, 20),
+            settle_tolerance=pick(self.settle_tolerance, 0.05, 0.15),
         )
 
 

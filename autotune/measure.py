@@ -72,9 +72,7 @@ def time_steps(step: Callable[[int], None], count: int, device: torch.device) ->
             step(i)
             times.append((time.perf_counter() - start) * 1e3)
         return times
-    events = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
-    ]
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
     for i, (start_event, end_event) in enumerate(events):
         start_event.record()
         step(i)

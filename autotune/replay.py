@@ -102,14 +102,10 @@ class ReplayRecords:
         if isinstance(data, list):
             return cls(data, source=str(path))
         if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-            raise AutotuneError(
-                f"replay file {path}: expected a list of records or an object with a 'records' list"
-            )
+            raise AutotuneError(f"replay file {path}: expected a list of records or an object with a 'records' list")
         device = data.get("device", {})
         if not isinstance(device, dict):
-            raise AutotuneError(
-                f"replay file {path}: 'device' must be an object, got {type(device).__name__}"
-            )
+            raise AutotuneError(f"replay file {path}: 'device' must be an object, got {type(device).__name__}")
         meta = {k: v for k, v in data.items() if k not in ("records", "device")}
         return cls(data["records"], source=str(path), device=device, meta=meta)
 
@@ -129,8 +125,7 @@ class ReplayRecords:
     def _key(self, params: Mapping[str, Any]) -> _Key:
         # A name the trial (or record) lacks gets a marker of its own, so it matches only another absence.
         return tuple(
-            (name, _normalise(params[name]) if name in params else ("absent", None))
-            for name in self.param_names
+            (name, _normalise(params[name]) if name in params else ("absent", None)) for name in self.param_names
         )
 
     @property
@@ -174,9 +169,7 @@ class ReplayRecords:
         if direction not in ("maximize", "minimize"):
             raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction=}")
         scored = [
-            (_metrics(r)[metric], r)
-            for r in self._by_key.values()
-            if r["status"] == "ok" and metric in _metrics(r)
+            (_metrics(r)[metric], r) for r in self._by_key.values() if r["status"] == "ok" and metric in _metrics(r)
         ]
         if not scored:
             raise AutotuneError(f"replay file {self.source}: no ok record has metric {metric!r}")

@@ -48,3 +48,24 @@ def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
         ("env", _env_line(result.env)),
     ]
     return "\n".join([head, *(f"  {label:<12} {text}" for label, text in rows if text)])
+
+
+def sweep_summary(summary: Any, storage: str) -> str:
+    """The last lines of a sweep: why it stopped, the best trial, the leaderboard, what to run next."""
+    lines = [
+        f"sweep {summary.study_name}: {summary.stop_reason} in {summary.wall_s / 60:.1f} min; "
+        f"{summary.measured} measured ({summary.failed} failed), {summary.skipped} not run (duplicates, rejected)",
+    ]
+    if summary.best_trial is not None:
+        speedup = f", {summary.speedup:.2f}x the PyTorch defaults" if summary.speedup else ""
+        lines.append(f"best: trial {summary.best_trial} ({summary.best_value:,.6g}{speedup})")
+    from autotune.export import redact_url
+
+    store = "" if storage == "sqlite:///autotune.db" else f" --storage '{redact_url(storage)}'"
+    lines += [
+        "",
+        summary.leaderboard,
+        "",
+        f"next: autotune export --study {summary.study_name}{store} -o tuned.yaml",
+    ]
+    return "\n".join(lines)

@@ -333,9 +333,7 @@ class Space:
         spec = self.params.get(name)
         if spec is None:
             known = ", ".join(self.params) or "none"
-            raise AutotuneError(
-                f"param {name!r} is not in the search space {self.path.name} (params: {known})"
-            )
+            raise AutotuneError(f"param {name!r} is not in the search space {self.path.name} (params: {known})")
         return spec
 
 
@@ -351,9 +349,7 @@ def _suggest(trial: optuna.trial.BaseTrial, spec: ParamSpec) -> Any:
         return trial.suggest_categorical(spec.name, list(spec.choices))
     assert spec.low is not None and spec.high is not None
     if spec.kind == "int":
-        return trial.suggest_int(
-            spec.name, int(spec.low), int(spec.high), step=int(spec.step or 1), log=spec.log
-        )
+        return trial.suggest_int(spec.name, int(spec.low), int(spec.high), step=int(spec.step or 1), log=spec.log)
     return trial.suggest_float(spec.name, spec.low, spec.high, step=spec.step, log=spec.log)
 
 
@@ -447,9 +443,7 @@ def _show_type(value: Any) -> str:
 
 def _one_of(value: Any, options: Sequence[str], where: str, report: _Report) -> Any:
     if value not in options:
-        report.add(
-            where, f"{_quote(value)} is not one of {', '.join(options)}{_did_you_mean(value, options)}"
-        )
+        report.add(where, f"{_quote(value)} is not one of {', '.join(options)}{_did_you_mean(value, options)}")
         return _INVALID
     return value
 
@@ -608,9 +602,7 @@ def _check_workload_args(
     if build is not None:
         for name in _required_args(build):
             if name not in workload.args and name not in params:
-                report.add(
-                    "workload.args", f"workload {workload.name!r} needs {name!r}: give it here or in params"
-                )
+                report.add("workload.args", f"workload {workload.name!r} needs {name!r}: give it here or in params")
 
 
 # --- objective, budget, sampler, expressions --------------------------------------------------
@@ -660,9 +652,7 @@ def _budget(data: Mapping[str, Any], report: _Report) -> Budget | None:
         report.add("budget.trials", f"{_quote(trials)} is not a whole number >= 1")
         trials = _INVALID
     timeout = _duration(section.get("timeout"), "budget.timeout", report)
-    trial_timeout = _duration(
-        section.get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S), "budget.trial_timeout", report
-    )
+    trial_timeout = _duration(section.get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S), "budget.trial_timeout", report)
     if _INVALID in (trials, timeout, trial_timeout):
         return None
     return Budget(trials, timeout, trial_timeout)
@@ -691,9 +681,7 @@ def _sampler(data: Mapping[str, Any], report: _Report) -> SamplerSpec | None:
     return None if name is _INVALID else SamplerSpec(name, seed)
 
 
-def _expressions(
-    raw: Any, key: str, allowed: Sequence[str] | None, report: _Report
-) -> tuple[Expression, ...] | None:
+def _expressions(raw: Any, key: str, allowed: Sequence[str] | None, report: _Report) -> tuple[Expression, ...] | None:
     """A list of expressions (a single string is a list of one); names checked against ``allowed``."""
     items = [raw] if isinstance(raw, str) else raw if raw is not None else []
     if not isinstance(items, list):
@@ -703,9 +691,7 @@ def _expressions(
     for i, item in enumerate(items):
         where = f"{key}[{i}]"
         if not isinstance(item, str):
-            report.add(
-                where, f"{_quote(item)} is not an expression; write it as text, e.g. 'peak_mem_gib <= 70'"
-            )
+            report.add(where, f"{_quote(item)} is not an expression; write it as text, e.g. 'peak_mem_gib <= 70'")
             continue
         try:
             expression = Expression(item)
@@ -764,10 +750,7 @@ def _check_param_name(name: str, where: str, context: _ParamContext, report: _Re
         return
     options = [*KNOB_SPECS, *context.build_args]
     takes = ", ".join(context.build_args) or "none"
-    hint = (
-        _did_you_mean(name, options)
-        or f" (knobs: {', '.join(KNOB_SPECS)}; {context.workload} takes: {takes})"
-    )
+    hint = _did_you_mean(name, options) or f" (knobs: {', '.join(KNOB_SPECS)}; {context.workload} takes: {takes})"
     report.add(where, f"{name!r} is neither a knob nor an argument of workload {context.workload!r}{hint}")
 
 
@@ -960,24 +943,18 @@ def _when(
         coerced = [_coerce(other, v, f"{where}.{other}", report) for v in items]
         for value in coerced:
             if value is not _INVALID and not spec.contains(value):
-                report.add(
-                    f"{where}.{other}", f"{_quote(value)} is not a value {other} takes ({spec.describe()})"
-                )
+                report.add(f"{where}.{other}", f"{_quote(value)} is not a value {other} takes ({spec.describe()})")
         conditions[other] = tuple(coerced)
     return conditions
 
 
-def _report_bad_reference(
-    name: str, other: str, where: str, declared: Sequence[str], report: _Report
-) -> None:
+def _report_bad_reference(name: str, other: str, where: str, declared: Sequence[str], report: _Report) -> None:
     if other == name:
         report.add(where, "a param cannot depend on itself")
     elif other not in declared:
         report.add(where, f"{other!r} is not a param of this space{_did_you_mean(other, declared)}")
     elif declared.index(other) > declared.index(name):
-        report.add(
-            where, f"{other!r} is declared after {name!r}: declare it first (params are chosen in order)"
-        )
+        report.add(where, f"{other!r} is declared after {name!r}: declare it first (params are chosen in order)")
     # else: declared earlier but invalid, and that problem is already reported
 
 

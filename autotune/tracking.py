@@ -237,9 +237,7 @@ class SweepTracker:
         """
         return self._guarded("listing logged trials", self._logged_numbers)
 
-    def finish(
-        self, metrics: Mapping[str, float], artifacts: Mapping[str, str], status: str = "FINISHED"
-    ) -> None:
+    def finish(self, metrics: Mapping[str, float], artifacts: Mapping[str, str], status: str = "FINISHED") -> None:
         """Log summary ``metrics`` and text ``artifacts`` (``{file name: text}``) on the parent run
         and end it with ``status`` (FINISHED, FAILED or KILLED)."""
         if status not in _TERMINAL:
@@ -344,9 +342,7 @@ class SweepTracker:
         if existing is not None and existing.info.status in _TERMINAL:
             return existing.info.run_id
         # A run left RUNNING (an outage between its creation and its end) is completed, not doubled.
-        run_id = (
-            existing.info.run_id if existing is not None else self._create_trial_run(parent_id, number, batch)
-        )
+        run_id = existing.info.run_id if existing is not None else self._create_trial_run(parent_id, number, batch)
         client.log_batch(run_id, metrics=batch.metrics, params=batch.params, tags=batch.tags)
         if series_text is not None:
             client.log_text(run_id, series_text, "series.json")
@@ -401,9 +397,7 @@ class SweepTracker:
     def _guarded(self, what: str, call: Callable[[], _T]) -> _T | None:
         """Run ``call``; turn a store failure into a warning and ``None``. Bugs still raise."""
         with self._lock:
-            cooling = (
-                self._down_since is not None and time.monotonic() - self._last_failure < self.retry_after_s
-            )
+            cooling = self._down_since is not None and time.monotonic() - self._last_failure < self.retry_after_s
         if cooling:
             _logger.debug("MLflow still unreachable: skipped %s", what)
             return None
@@ -491,9 +485,7 @@ def _metrics(values: Mapping[str, Any]) -> list[Metric]:
 
 def _series_json(series: Mapping[str, list[float]]) -> str:
     # Strict JSON has no NaN/inf; a lost sample becomes null.
-    return json.dumps(
-        {key: [float(v) if math.isfinite(v) else None for v in values] for key, values in series.items()}
-    )
+    return json.dumps({key: [float(v) if math.isfinite(v) else None for v in values] for key, values in series.items()})
 
 
 def _parent_param_changes(run: Run, params: Mapping[str, str]) -> tuple[list[Param], list[RunTag]]:

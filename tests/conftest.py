@@ -109,9 +109,7 @@ class MlflowServer:
                 )
             time.sleep(0.1)
         self.stop()
-        pytest.fail(
-            f"mlflow server did not answer on {self.uri} within {START_TIMEOUT_S:.0f} s:\n{self.log_tail()}"
-        )
+        pytest.fail(f"mlflow server did not answer on {self.uri} within {START_TIMEOUT_S:.0f} s:\n{self.log_tail()}")
 
     def _wait_until_port_closed(self) -> None:
         deadline = time.monotonic() + 10

@@ -130,9 +130,7 @@ def test_compile_mode_goes_to_torch_compile() -> None:
         calls.append(kwargs)
         return model
 
-    knobs.apply(
-        resnet(), None, Knobs(compile_mode="max-autotune-no-cudagraphs"), "cpu", compile_fn=fake_compile
-    )
+    knobs.apply(resnet(), None, Knobs(compile_mode="max-autotune-no-cudagraphs"), "cpu", compile_fn=fake_compile)
     assert calls == [{"mode": "max-autotune-no-cudagraphs"}]
 
 

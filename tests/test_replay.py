@@ -102,9 +102,7 @@ def test_other_statuses_map_to_themselves(replay: ReplayRecords) -> None:
 
 
 def test_missing_configuration_names_it(replay: ReplayRecords) -> None:
-    with pytest.raises(
-        AutotuneError, match=r"no record for configuration BLOCK_K=64, BLOCK_M=32, BLOCK_N=32"
-    ):
+    with pytest.raises(AutotuneError, match=r"no record for configuration BLOCK_K=64, BLOCK_M=32, BLOCK_N=32"):
         replay.lookup(_params(32, 32))
 
 

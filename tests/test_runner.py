@@ -59,10 +59,7 @@ def test_trial_past_its_timeout_is_killed(runner: TrialRunner, tmp_path: Path) -
     assert time.monotonic() - started < 15
     helper_pid = int(pidfile.read_text())
     time.sleep(0.2)
-    assert (
-        not Path(f"/proc/{helper_pid}").exists()
-        or "Z" in Path(f"/proc/{helper_pid}/stat").read_text().split()[2]
-    )
+    assert not Path(f"/proc/{helper_pid}").exists() or "Z" in Path(f"/proc/{helper_pid}/stat").read_text().split()[2]
     assert_next_trial_ok(runner)
 
 

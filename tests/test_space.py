@@ -148,9 +148,7 @@ def test_when_must_name_an_earlier_param_and_its_values(tmp_path: Path) -> None:
     )
     text = "\n".join(found)
     assert "when.compile_mode: 'compile_mode' is declared after 'cudnn_deterministic'" in text
-    assert (
-        "when.compile_mode: 'max-autotune' is not a value compile_mode takes (one of none, default)" in text
-    )
+    assert "when.compile_mode: 'max-autotune' is not a value compile_mode takes (one of none, default)" in text
     assert "when.precison: 'precison' is not a param of this space" in text
 
 
@@ -188,18 +186,14 @@ def test_bad_expressions_and_budget(tmp_path: Path) -> None:
 
 
 def test_unknown_workload_is_one_problem_among_others(tmp_path: Path) -> None:
-    found = problems(
-        tmp_path, "workload: {name: no_such_module:build}\nparams: {precision: [bf17], width: [1]}\n"
-    )
+    found = problems(tmp_path, "workload: {name: no_such_module:build}\nparams: {precision: [bf17], width: [1]}\n")
     assert len(found) == 2, found
     assert "workload.name: workload 'no_such_module:build': cannot import" in found[0]
     assert "params.precision: 'bf17'" in found[1]
 
 
 def test_user_workload_arguments_are_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "space_test_workload.py").write_text(
-        "def build(preset='full', width=64, depth=2):\n    pass\n"
-    )
+    (tmp_path / "space_test_workload.py").write_text("def build(preset='full', width=64, depth=2):\n    pass\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     head = "workload: {name: 'space_test_workload:build', args: {depth: 3}}\n"
@@ -257,9 +251,7 @@ def test_parsed_space(tmp_path: Path) -> None:
         replay=True,
     )
     assert space.is_multi_objective and space.directions == ["maximize", "minimize"]
-    assert (
-        space.budget.trials == 20 and space.budget.timeout_s == 5400 and space.budget.trial_timeout_s == 600
-    )
+    assert space.budget.trials == 20 and space.budget.timeout_s == 5400 and space.budget.trial_timeout_s == 600
     assert (space.sampler.name, space.sampler.seed) == ("random", 3)
     assert [c.text for c in space.constraints] == ["peak_mem_gib <= 70"]
     batch, lr, cudnn = space.params.values()

@@ -82,9 +82,7 @@ def _restore_http_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def child_runs(client: MlflowClient, parent_id: str) -> list[Run]:
     experiment_id = client.get_run(parent_id).info.experiment_id
-    return client.search_runs(
-        [experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'", ViewType.ACTIVE_ONLY
-    )
+    return client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'", ViewType.ACTIVE_ONLY)
 
 
 # --------------------------------------------------------------------------- pure functions
@@ -129,10 +127,7 @@ def test_http_retry_defaults_do_not_override_the_user(monkeypatch: pytest.Monkey
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "5")
     SweepTracker("s", "http://127.0.0.1:1")  # makes no request
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "5"
-    assert (
-        os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"]
-        == HTTP_ENV_DEFAULTS["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"]
-    )
+    assert os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] == HTTP_ENV_DEFAULTS["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"]
 
 
 # --------------------------------------------------------------------------- both backends
@@ -270,16 +265,12 @@ def test_sqlite_artifacts_live_next_to_the_database(sqlite_uri: str, study: str)
     assert artifact_uri.startswith(str(db_dir / "mlruns" / "autotune" / study))
 
 
-def test_experiment_create_race_is_tolerated(
-    sqlite_uri: str, study: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_experiment_create_race_is_tolerated(sqlite_uri: str, study: str, monkeypatch: pytest.MonkeyPatch) -> None:
     winner = SweepTracker(study, sqlite_uri)
     winner_parent = winner.start({}, None)
     loser = SweepTracker(study, sqlite_uri)
     # The loser looked the experiment up just before the winner created it.
-    monkeypatch.setattr(
-        loser._client(), "get_experiment_by_name", _none_once(loser._client().get_experiment_by_name)
-    )
+    monkeypatch.setattr(loser._client(), "get_experiment_by_name", _none_once(loser._client().get_experiment_by_name))
     assert loser.start({}, None) == winner_parent
 
 

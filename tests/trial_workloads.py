@@ -18,9 +18,7 @@ def _mlp_parts(width: int = 32) -> tuple[torch.nn.Module, object]:
     model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 10))
 
     def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.randn(batch_size, width, device=device), torch.randint(
-            0, 10, (batch_size,), device=device
-        )
+        return torch.randn(batch_size, width, device=device), torch.randint(0, 10, (batch_size,), device=device)
 
     return model, make_batch
 
@@ -81,9 +79,7 @@ def zeros(preset: str = "tiny") -> Workload:
     model, _ = _mlp_parts()
 
     def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.zeros(batch_size, 32, device=device), torch.zeros(
-            batch_size, dtype=torch.long, device=device
-        )
+        return torch.zeros(batch_size, 32, device=device), torch.zeros(batch_size, dtype=torch.long, device=device)
 
     return Workload(model, make_batch, F.cross_entropy)
 

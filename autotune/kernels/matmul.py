@@ -139,9 +139,7 @@ def matmul(
     if a.dtype != b.dtype:
         raise ValueError(f"matmul needs one dtype, got {a.dtype} and {b.dtype}")
     if a.device.type == "cpu" and not interpreted():
-        raise AutotuneError(
-            "the Triton matmul runs on CPU only with TRITON_INTERPRET=1 set before Python starts"
-        )
+        raise AutotuneError("the Triton matmul runs on CPU only with TRITON_INTERPRET=1 set before Python starts")
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
@@ -161,9 +159,7 @@ def matmul(
     return c
 
 
-def shared_memory_bytes(
-    BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_stages: int, dtype_bytes: int = 2
-) -> int:
+def shared_memory_bytes(BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_stages: int, dtype_bytes: int = 2) -> int:
     """Shared memory the kernel needs: ``num_stages`` buffered tiles of A and of B.
 
     It equals the "Required" figure Triton reported for every configuration measured on an H200
@@ -194,9 +190,7 @@ def _kernel_args(config: Mapping[str, Any]) -> dict[str, int]:
     return {key: int(config[key]) for key in CONFIG_KEYS if key in config}
 
 
-def check(
-    config: Mapping[str, Any], M: int, N: int, K: int, dtype: torch.dtype, device: torch.device | str
-) -> float:
+def check(config: Mapping[str, Any], M: int, N: int, K: int, dtype: torch.dtype, device: torch.device | str) -> float:
     """Relative error ``||out - ref|| / ||ref||`` of ``config`` against torch.matmul in float64.
 
     Inputs are fresh random normals of ``dtype``; the reference multiplies the same (rounded)
@@ -246,7 +240,5 @@ def _host_bench(fn: Callable[[], None], warmup: float, rep: float, quantiles: li
         begin = time.perf_counter()
         fn()
         times.append((time.perf_counter() - begin) * 1e3)
-    found = torch.quantile(
-        torch.tensor(times, dtype=torch.float64), torch.tensor(quantiles, dtype=torch.float64)
-    )
+    found = torch.quantile(torch.tensor(times, dtype=torch.float64), torch.tensor(quantiles, dtype=torch.float64))
     return found.tolist()

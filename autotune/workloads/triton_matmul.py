@@ -53,9 +53,7 @@ class KernelWorkload:
         error = mm.check(self.config, M, N, K, self.dtype, device)
         tolerance = mm.TOLERANCE[self.dtype]
         if not error <= tolerance:  # also catches NaN
-            raise NumericsError(
-                f"relative error {error:.3g} exceeds {tolerance:g} for {self.params['dtype']}"
-            )
+            raise NumericsError(f"relative error {error:.3g} exceeds {tolerance:g} for {self.params['dtype']}")
         timing = mm.bench(self.config, M, N, K, self.dtype, device)
         smem = mm.shared_memory_bytes(
             self.config["BLOCK_M"], self.config["BLOCK_N"], self.config["BLOCK_K"],

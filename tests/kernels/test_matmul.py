@@ -98,9 +98,7 @@ def test_shared_memory_estimate_matches_triton_on_h200() -> None:
 
 
 def test_shared_memory_scales_with_dtype_size() -> None:
-    assert mm.shared_memory_bytes(128, 128, 32, 4, dtype_bytes=4) == 2 * mm.shared_memory_bytes(
-        128, 128, 32, 4
-    )
+    assert mm.shared_memory_bytes(128, 128, 32, 4, dtype_bytes=4) == 2 * mm.shared_memory_bytes(128, 128, 32, 4)
 
 
 def test_flops_counts_multiply_and_add() -> None:
@@ -116,9 +114,7 @@ def test_cpu_without_interpreter_is_bad_input() -> None:
 
 def test_matmul_rejects_mismatched_shapes() -> None:
     with pytest.raises(ValueError, match=r"\(3, 4\) @ \(5, 6\)"):
-        mm.matmul(
-            torch.ones(3, 4), torch.ones(5, 6), BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=2
-        )
+        mm.matmul(torch.ones(3, 4), torch.ones(5, 6), BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=2)
 
 
 # The workload around the kernel; its run() is exercised in the interpreter above.

@@ -1,0 +1,526 @@
+"""The sweep: an Optuna study whose trials run as isolated, measured trial jobs (or replayed records).
+
+Flow of one trial: the space suggests params -> a duplicate of a measured configuration is
+answered from that measurement, an infeasible one is rejected by the space's rules, anything
+else runs through the executor -> the TrialResult is stored on the Optuna trial -> told to
+Optuna -> mirrored to MLflow. The Optuna storage is the truth: several workers (one per GPU,
+or on several hosts through PostgreSQL) can share a study, and re-running the same command
+resumes it.
+
+How outcomes reach the sampler (Optuna's samplers learn only from COMPLETE trials):
+- ok: COMPLETE with the objective values; a broken metric constraint makes it infeasible;
+- oom, and configurations rejected by a feasibility rule: COMPLETE and infeasible (the value
+  is a placeholder: the worst feasible value so far), so TPE/GP learn where the boundary is;
+- crash, timeout, compile_error, numerics, invalid: FAIL, with status and reason as attributes;
+- a trial left RUNNING by a killed sweep: FAIL, and its configuration is enqueued again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import FrozenTrial, Trial, TrialState
+
+from autotune import studyio
+from autotune.errors import AutotuneError
+from autotune.export import redact_url
+from autotune.progress import Progress
+from autotune.results import Status, TrialResult
+from autotune.samplers import make_sampler
+from autotune.space import Space
+from autotune.studyio import StudyInfo, TrialKind
+
+__all__ = ["SweepOptions", "SweepSummary", "open_storage", "run_sweep"]
+
+log = logging.getLogger(__name__)
+# Heartbeats are deliberate here: the ask/tell loop records them itself (see _heartbeat).
+warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning, module=__name__)
+warnings.filterwarnings("ignore", message="Argument ``heartbeat_interval`` is an experimental feature")
+
+HEARTBEAT_S = 10  # a worker's running trial reports in this often ...
+GRACE_S = 60  # ... and is presumed dead (its config retried) after this long without a beat
+DEFAULT_TRIALS = 20  # when neither the space nor the command sets a budget
+MAX_SKIPS_IN_A_ROW = 100  # proposals that need no run (duplicates, rejected): the space is exhausted
+INFEASIBLE_STATUSES = (Status.OOM,)  # failures that teach the sampler a boundary
+Executor = Callable[[dict[str, Any], float], TrialResult]
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """What the command line adds to a space; None means the space's own setting."""
+
+    study_name: str | None = None
+    storage: str = studyio.DEFAULT_STORAGE
+    n_trials: int | None = None
+    timeout_s: float | None = None
+    device: str | None = None
+    seed: int | None = None
+    replay: Path | None = None
+    tracking: bool = True
+    tracking_uri: str | None = None
+    memory_cap_gib: float | None = None
+
+
+@dataclass
+class SweepSummary:
+    """How a sweep ended, for the command's last lines."""
+
+    study_name: str
+    measured: int = 0
+    failed: int = 0
+    skipped: int = 0
+    stop_reason: str = ""
+    best_trial: int | None = None
+    best_value: float | None = None
+    speedup: float | None = None
+    wall_s: float = 0.0
+    leaderboard: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """An Optuna storage with worker heartbeats, so configurations of dead workers get retried."""
+    if url == "memory":
+        return optuna.storages.InMemoryStorage()
+    engine: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        engine = {"connect_args": {"timeout": 60}}  # several local workers queue on the file lock
+    try:
+        return RDBStorage(
+            url,
+            engine_kwargs=engine,
+            heartbeat_interval=HEARTBEAT_S,
+            grace_period=GRACE_S,
+            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
+        )
+    except Exception as exc:  # bad URL, missing driver, unreachable server
+        raise AutotuneError(f"cannot open storage {url!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def _worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _is_dead_local_worker(worker: str | None) -> bool:
+    """True for a worker of this host whose process is gone (a killed sweep)."""
+    host, _, pid = (worker or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@contextmanager
+def _heartbeat(storage: optuna.storages.BaseStorage, trial_id: int) -> Iterator[None]:
+    """Record heartbeats while a trial runs (Optuna does this only inside study.optimize)."""
+    if not isinstance(storage, RDBStorage):
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                storage.record_heartbeat(trial_id)
+            except Exception as exc:  # a database hiccup must not kill the trial
+                log.debug("heartbeat failed: %s", exc)
+            if stop.wait(HEARTBEAT_S):
+                return
+
+    thread = threading.Thread(target=beat, daemon=True, name="autotune-heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+class Sweep:
+    """One worker of a study: asks, evaluates, tells, logs, until the budget or the time is spent."""
+
+    def __init__(self, space: Space, options: SweepOptions, executor: Executor, progress: Progress) -> None:
+        self.space = space
+        self.options = options
+        self.executor = executor
+        self.progress = progress
+        self.name = options.study_name or space.path.stem + ("-replay" if options.replay else "")
+        self.info = StudyInfo(
+            workload=space.workload.name,
+            preset=space.workload.preset,
+            device=options.device or space.device,
+            space_path=str(space.path),
+            space_text=space.text,
+            objectives=tuple((o.metric, o.direction) for o in space.objectives),
+        )
+        self.storage = open_storage(options.storage)
+        seed = options.seed if options.seed is not None else space.sampler.seed
+        sampler = make_sampler(space.sampler.name, seed)
+        self.study = optuna.create_study(
+            storage=self.storage,
+            study_name=self.name,
+            directions=space.directions,
+            sampler=sampler,
+            load_if_exists=True,
+        )
+        self._check_same_study()
+        self.budget = options.n_trials or space.budget.trials
+        if self.budget is None and options.timeout_s is None and space.budget.timeout_s is None:
+            self.budget = DEFAULT_TRIALS
+        timeout = options.timeout_s or space.budget.timeout_s
+        self.deadline = time.time() + timeout if timeout else None
+        self.tracker = self._make_tracker()
+
+    # -- set-up ---------------------------------------------------------------------------
+    def _check_same_study(self) -> None:
+        stored = studyio.load_study_info(self.study)
+        if stored is None:
+            self.study.set_user_attr(studyio.STUDY_ATTR_INFO, self.info.to_dict())
+            return
+        if (stored.workload, stored.preset, stored.objectives) != (
+            self.info.workload,
+            self.info.preset,
+            self.info.objectives,
+        ):
+            raise AutotuneError(
+                f"study {self.name!r} in {self.options.storage} was made for {stored.workload} "
+                f"({stored.preset}, objectives {list(stored.objectives)}); use --study NAME for a new one"
+            )
+
+    def _make_tracker(self) -> Any:
+        if not self.options.tracking:
+            return None
+        from autotune.tracking import SweepTracker
+
+        return SweepTracker(self.name, self.options.tracking_uri)
+
+    def _recover_orphans(self) -> None:
+        """Fail RUNNING trials of dead local workers at once (others go stale by heartbeat)."""
+        retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
+        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if not _is_dead_local_worker(trial.user_attrs.get(studyio.ATTR_WORKER)):
+                continue
+            try:
+                self.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue
+            retry(self.study, self.storage.get_trial(trial._trial_id))
+            self.progress.message(f"trial {trial.number} was left running by a killed sweep: retrying it")
+        if isinstance(self.storage, RDBStorage):
+            optuna.storages.fail_stale_trials(self.study)
+
+    def _enqueue_first_trials(self) -> None:
+        """The PyTorch-default configuration first (every leaderboard shows the speedup over it);
+        for a grid sampler, every point of the grid."""
+        trials = self.study.get_trials(deepcopy=False)
+        if not any(t.user_attrs.get(studyio.ATTR_DEFAULT) for t in trials):
+            self.study.enqueue_trial(
+                self.space.optuna_params(self.space.default_params()), user_attrs={studyio.ATTR_DEFAULT: True}
+            )
+        if self.space.sampler.name == "grid" and not trials:
+            for params in self.space.grid():
+                self.study.enqueue_trial(self.space.optuna_params(params), skip_if_exists=True)
+            if self.budget is None or self.budget > len(self.space.grid()):
+                self.budget = len(self.space.grid())
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self) -> SweepSummary:
+        started = time.time()
+        summary = SweepSummary(self.name)
+        if self.tracker is not None:
+            self.tracker.start(self._run_params(), self.space.path)
+        self._recover_orphans()
+        self._enqueue_first_trials()
+        self.progress.budget, self.progress.deadline = self.budget, self.deadline
+        self.progress.done = len(studyio.measured_trials(self.study))
+        skips = 0
+        while not (reason := self._stop_reason(skips)):
+            measured = self._one_trial()
+            skips = 0 if measured else skips + 1
+            if isinstance(self.storage, RDBStorage):
+                optuna.storages.fail_stale_trials(self.study)
+        summary.stop_reason = reason
+        summary.wall_s = time.time() - started
+        self.progress.close()
+        return self._finish(summary)
+
+    def _run_params(self) -> dict[str, str]:
+        return {
+            "space_file": str(self.space.path),
+            "workload": self.info.workload,
+            "preset": self.info.preset,
+            "device": self.info.device,
+            "sampler": self.space.sampler.name,
+            "objectives": ",".join(f"{m}:{d}" for m, d in self.info.objectives),
+            "storage": redact_url(self.options.storage),
+        }
+
+    def _stop_reason(self, skips: int) -> str:
+        if self.budget is not None and len(studyio.measured_trials(self.study)) >= self.budget:
+            return f"budget of {self.budget} measured trials reached"
+        if self.deadline is not None and time.time() >= self.deadline:
+            return "sweep time limit reached"
+        if skips >= MAX_SKIPS_IN_A_ROW:
+            return f"search space exhausted ({skips} proposals in a row were already measured or infeasible)"
+        return ""
+
+    def _one_trial(self) -> bool:
+        """Ask, evaluate, tell. True when the trial was measured (it counts in the budget)."""
+        trial = self.study.ask()
+        trial.set_user_attr(studyio.ATTR_WORKER, _worker_id())
+        started = time.monotonic()
+        try:
+            with _heartbeat(self.storage, trial._trial_id):
+                params = self.space.suggest(trial)
+                trial.set_user_attr(studyio.ATTR_PARAMS, params)
+                label = self._label(trial.number, params)
+                self.progress.started(label)
+                kind, result, source = self._evaluate(trial, params)
+        except BaseException:
+            self.study.tell(trial, state=TrialState.FAIL)  # bad input or an interrupt: leave nothing RUNNING
+            raise
+        self._record(trial, params, kind, result, source)
+        self._report(label, kind, result, time.monotonic() - started)
+        return kind is TrialKind.MEASURED
+
+    def _label(self, number: int, params: dict[str, Any]) -> str:
+        from autotune.tracking import trial_run_name
+
+        return trial_run_name(number, params)
+
+    def _evaluate(self, trial: Trial, params: dict[str, Any]) -> tuple[TrialKind, TrialResult, FrozenTrial | None]:
+        earlier = self._measured_with(params, trial.number)
+        if earlier is not None:
+            result = studyio.trial_result(earlier)
+            assert result is not None
+            return TrialKind.DUPLICATE, result, earlier
+        feasible, rule = self.space.is_feasible(params)
+        if not feasible:
+            return (
+                TrialKind.REJECTED,
+                TrialResult.failed(Status.INVALID, f"rejected by rule: {rule}", params),
+                None,
+            )
+        return TrialKind.MEASURED, self.executor(params, self.space.budget.trial_timeout_s), None
+
+    def _measured_with(self, params: dict[str, Any], number: int) -> FrozenTrial | None:
+        """An earlier finished trial with exactly these params, if any."""
+        states = (TrialState.COMPLETE, TrialState.FAIL)
+        for trial in self.study.get_trials(deepcopy=False, states=states):
+            if (
+                trial.number != number
+                and studyio.trial_kind(trial) is TrialKind.MEASURED
+                and trial.user_attrs.get(studyio.ATTR_PARAMS) == params
+            ):
+                return trial
+        return None
+
+    # -- telling Optuna ---------------------------------------------------------------------------
+    def _violation(self, kind: TrialKind, result: TrialResult) -> float | None:
+        """> 0 infeasible, <= 0 feasible, None for outcomes that are told as FAIL."""
+        if kind is TrialKind.REJECTED or result.status in INFEASIBLE_STATUSES:
+            return 1.0
+        if not result.ok:
+            return None
+        worst = -1.0
+        for constraint in self.space.constraints:
+            try:
+                worst = max(worst, constraint.violation(result.metrics))
+            except AutotuneError as exc:
+                log.warning("constraint %r not checked: %s", constraint.text, exc)
+        return worst
+
+    def _objective_values(self, result: TrialResult) -> list[float] | None:
+        try:
+            return [float(result.metrics[metric]) for metric, _ in self.info.objectives]
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def _placeholder_values(self) -> list[float]:
+        """For infeasible trials: the worst feasible value so far, a floor the samplers never prefer."""
+        feasible = [
+            t.values
+            for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.values and t.user_attrs.get(studyio.ATTR_VIOLATION, 0.0) <= 0
+        ]
+        if not feasible:
+            return [0.0] * len(self.info.objectives)
+        columns = list(zip(*feasible, strict=True))
+        return [
+            min(column) if direction == "maximize" else max(column)
+            for column, (_, direction) in zip(columns, self.info.objectives, strict=True)
+        ]
+
+    def _record(
+        self,
+        trial: Trial,
+        params: dict[str, Any],
+        kind: TrialKind,
+        result: TrialResult,
+        source: FrozenTrial | None,
+    ) -> None:
+        violation = source.user_attrs.get(studyio.ATTR_VIOLATION) if source else self._violation(kind, result)
+        values = self._objective_values(result) if result.ok else None
+        if result.ok and values is None:
+            missing = [m for m, _ in self.info.objectives if m not in result.metrics]
+            result = TrialResult.failed(Status.INVALID, f"objective metric not reported: {missing}", params)
+            violation = None
+        stored = result.to_dict()
+        stored.pop("series", None)  # per-step series go to MLflow artifacts, not the study database
+        attrs: dict[str, Any] = {
+            studyio.ATTR_KIND: kind.value,
+            studyio.ATTR_RESULT: stored,
+            studyio.ATTR_STATUS: result.status.value,
+            studyio.ATTR_REASON: result.reason,
+        }
+        if violation is not None:
+            attrs[studyio.ATTR_VIOLATION] = violation
+        if source is not None:
+            attrs[studyio.ATTR_DUPLICATE_OF] = source.number
+        if kind is TrialKind.MEASURED and self.tracker is not None:
+            run_id = self.tracker.log_trial(trial.number, result, params, tags=self._tags(trial), series=result.series)
+            if run_id:
+                attrs[studyio.ATTR_MLFLOW_RUN] = run_id
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        if violation is None:
+            self.study.tell(trial, state=TrialState.FAIL)
+        else:
+            trial.set_constraint("feasibility", violation)  # what the samplers learn the boundary from
+            self.study.tell(trial, values if values is not None else self._placeholder_values())
+
+    def _tags(self, trial: Trial) -> dict[str, str]:
+        return {"autotune.default": "true"} if trial.user_attrs.get(studyio.ATTR_DEFAULT) else {}
+
+    # -- reporting -------------------------------------------------------------------------------
+    def _best_text(self) -> str:
+        from autotune.leaderboard import leaderboard
+
+        rows = [r for r in leaderboard(self.study, self.info) if r.rank == 1]
+        if not rows:
+            return "none yet"
+        best = rows[0]
+        unit = best.metrics.get("throughput_unit", "") if self.info.objectives[0][0] == "throughput" else ""
+        speedup = f" ({best.speedup:.2f}x default)" if best.speedup else ""
+        return f"t{best.trial:03d} {best.value:,.4g} {unit}{speedup}".replace("  ", " ")
+
+    def _report(self, label: str, kind: TrialKind, result: TrialResult, seconds: float) -> None:
+        metric = self.info.objectives[0][0]
+        if kind is TrialKind.DUPLICATE:
+            outcome = "already measured, not run again"
+        elif kind is TrialKind.REJECTED:
+            outcome = str(result.reason)
+        elif result.ok:
+            unit = result.metrics.get("throughput_unit", "") if metric == "throughput" else ""
+            outcome = f"ok {metric} {result.metrics.get(metric, float('nan')):,.4g} {unit}".rstrip()
+        else:
+            outcome = f"{result.status.value}: {result.reason}"
+        measured = kind is TrialKind.MEASURED
+        self.progress.finished(label, outcome, seconds, measured, result.ok, self._best_text())
+
+    def _catch_up_tracking(self) -> None:
+        """Log measured trials that MLflow missed (an outage, another worker that died)."""
+        logged = self.tracker.logged_trial_numbers()
+        if logged is None:
+            return
+        for trial in studyio.measured_trials(self.study):
+            result = studyio.trial_result(trial)
+            if trial.number not in logged and result is not None:
+                self.tracker.log_trial(trial.number, result, studyio.trial_params(trial), tags=self._tags(trial))
+
+    def _finish(self, summary: SweepSummary) -> SweepSummary:
+        from autotune.leaderboard import leaderboard, render
+
+        rows = leaderboard(self.study, self.info)
+        measured = studyio.measured_trials(self.study)
+        summary.measured = len(measured)
+        summary.failed = sum(1 for t in measured if t.user_attrs.get(studyio.ATTR_STATUS) != Status.OK.value)
+        summary.skipped = len(self.study.get_trials(deepcopy=False)) - len(measured)
+        best = next((r for r in rows if r.rank == 1), None)
+        if best is not None:
+            summary.best_trial, summary.best_value, summary.speedup = best.trial, best.value, best.speedup
+        summary.leaderboard = render(rows, self.info, "table", 10)
+        if self.tracker is not None:
+            self._catch_up_tracking()
+            self.tracker.finish(self._summary_metrics(summary), self._summary_artifacts(rows))
+        return summary
+
+    @staticmethod
+    def _summary_metrics(summary: SweepSummary) -> dict[str, float]:
+        metrics = {
+            "trials_measured": summary.measured,
+            "trials_failed": summary.failed,
+            "wall_s": summary.wall_s,
+        }
+        if summary.best_value is not None:
+            metrics["best_value"] = summary.best_value
+        if summary.speedup is not None:
+            metrics["speedup_vs_default"] = summary.speedup
+        return {k: float(v) for k, v in metrics.items()}
+
+    def _summary_artifacts(self, rows: list[Any]) -> dict[str, str]:
+        from autotune.export import export
+        from autotune.leaderboard import render
+
+        artifacts = {"leaderboard.csv": render(rows, self.info, "csv", None)}
+        if any(r.rank == 1 for r in rows):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "best_config.yaml"
+                export(self.study, self.info, path, storage=redact_url(self.options.storage))
+                artifacts["best_config.yaml"] = path.read_text()
+        return artifacts
+
+
+def _trial_executor(space: Space, options: SweepOptions) -> Executor:
+    from autotune.jobspec import TrialSpec
+    from autotune.runner import TrialRunner
+
+    runner = TrialRunner()
+    device = options.device or space.device
+
+    def execute(params: dict[str, Any], timeout_s: float) -> TrialResult:
+        spec = TrialSpec(
+            space.workload.name,
+            params,
+            space.workload.preset,
+            device,
+            dict(space.workload.args),
+            memory_cap_gib=options.memory_cap_gib,
+        )
+        return runner.run(spec, timeout_s)
+
+    return execute
+
+
+def _replay_executor(path: Path) -> Executor:
+    from autotune.replay import ReplayRecords
+
+    records = ReplayRecords.load(path)
+    return lambda params, _timeout: records.lookup(params)
+
+
+def run_sweep(space: Space, options: SweepOptions, progress: Progress | None = None) -> SweepSummary:
+    """Run (or resume) the sweep of ``space`` until its budget, its time limit or exhaustion."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress lines say what matters
+    executor = _replay_executor(options.replay) if options.replay else _trial_executor(space, options)
+    progress = progress or Progress(None, None)
+    return Sweep(space, options, executor, progress).run()
