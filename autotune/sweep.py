@@ -158,7 +158,14 @@ def _heartbeat(storage: optuna.storages.BaseStorage, trial_id: int) -> Iterator[
 class Sweep:
     """One worker of a study: asks, evaluates, tells, logs, until the budget or the time is spent."""
 
-    def __init__(self, space: Space, options: SweepOptions, executor: Executor, progress: Progress) -> None:
+    def __init__(
+        self,
+        space: Space,
+        options: SweepOptions,
+        executor: Executor,
+        progress: Progress,
+        sampler: optuna.samplers.BaseSampler | None = None,
+    ) -> None:
         self.space = space
         self.options = options
         self.executor = executor
@@ -174,7 +181,7 @@ class Sweep:
         )
         self.storage = open_storage(options.storage)
         seed = options.seed if options.seed is not None else space.sampler.seed
-        sampler = make_sampler(space.sampler.name, seed)
+        sampler = sampler or make_sampler(space.sampler.name, seed)
         self.study = optuna.create_study(
             storage=self.storage,
             study_name=self.name,
@@ -518,9 +525,17 @@ def _replay_executor(path: Path) -> Executor:
     return lambda params, _timeout: records.lookup(params)
 
 
-def run_sweep(space: Space, options: SweepOptions, progress: Progress | None = None) -> SweepSummary:
-    """Run (or resume) the sweep of ``space`` until its budget, its time limit or exhaustion."""
+def run_sweep(
+    space: Space,
+    options: SweepOptions,
+    progress: Progress | None = None,
+    sampler: optuna.samplers.BaseSampler | None = None,
+) -> SweepSummary:
+    """Run (or resume) the sweep of ``space`` until its budget, its time limit or exhaustion.
+
+    ``sampler`` overrides the space's (the search benchmark compares samplers this way).
+    """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress lines say what matters
     executor = _replay_executor(options.replay) if options.replay else _trial_executor(space, options)
     progress = progress or Progress(None, None)
-    return Sweep(space, options, executor, progress).run()
+    return Sweep(space, options, executor, progress, sampler).run()
