@@ -6,7 +6,7 @@ Exceptions are for bad user input and for bugs; a trial that fails on the GPU is
 
 from __future__ import annotations
 
-__all__ = ["AutotuneError", "InvalidCombination"]
+__all__ = ["AutotuneError", "InvalidCombination", "NumericsError"]
 
 
 class AutotuneError(Exception):
@@ -15,3 +15,8 @@ class AutotuneError(Exception):
 
 class InvalidCombination(AutotuneError):
     """Every knob value is legal on its own, but together they cannot run (trial status ``invalid``)."""
+
+
+class NumericsError(Exception):
+    """Raised inside a trial job: it ran, but its results are not trustworthy (non-finite loss, a
+    loss or kernel output too far from the fp32 reference). The job reports status ``numerics``."""

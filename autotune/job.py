@@ -17,7 +17,7 @@ import torch
 
 from autotune import knobs as knobs_mod
 from autotune import workloads
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, NumericsError
 from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
 from autotune.results import Status, TrialResult
@@ -28,10 +28,6 @@ __all__ = ["NumericsError", "check_spec", "classify", "resolve_device", "run_tri
 LOSS_TOLERANCE = {"fp32": 1e-3, "default": 1e-2, "tf32": 1e-2, "fp16": 3e-2, "bf16": 5e-2}
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "out of resource")
 _COMPILE_MODULES = ("torch._dynamo", "torch._inductor", "triton.compiler", "triton.runtime")
-
-
-class NumericsError(Exception):
-    """The training step ran but its loss is not trustworthy (non-finite, or far from fp32)."""
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -175,6 +171,18 @@ def _timed_step_count(warm_ms: list[float], settings: MeasureSettings) -> int:
     return max(settings.min_steps, min(settings.max_steps, wanted))
 
 
+def _measure_kernel(
+    kernel: workloads.KernelJob, device: torch.device, started: float, requested_at: float
+) -> TrialResult:
+    """A kernel workload: it checks its output against torch and times itself (do_bench, L2 flushed)."""
+    setup_s = time.time() - started
+    metrics = dict(kernel.run(device))
+    metrics.update(
+        {"startup_s": started - requested_at, "setup_s": setup_s, "overhead_s": started - requested_at + setup_s}
+    )
+    return TrialResult(Status.OK, None, dict(kernel.params), metrics, env_fingerprint(device))
+
+
 def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> TrialResult:
     started = time.time()
     settings = spec.measure.for_device(device.type)
@@ -185,6 +193,8 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     knobs.check_combination(device.type)
     torch.manual_seed(spec.seed)
     workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)
+    if not isinstance(workload, workloads.Workload):
+        return _measure_kernel(workload, device, started, requested_at)
     batch_size = knobs.batch_size or workload.default_batch_size
     params["batch_size"] = batch_size
     batches = [workload.make_batch(batch_size, device) for _ in range(settings.batches)]

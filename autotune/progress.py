@@ -38,6 +38,7 @@ class Progress:
     best: str = "none yet"
     _started: float = field(default_factory=time.monotonic)
     _measured_s: float = 0.0
+    _own_measured: int = 0
     _status: str = ""
 
     @property
@@ -46,8 +47,8 @@ class Progress:
 
     def eta(self) -> str:
         remaining = []
-        if self.budget is not None and self.done:
-            remaining.append(self._measured_s / self.done * max(0, self.budget - self.done))
+        if self.budget is not None and self._own_measured:
+            remaining.append(self._measured_s / self._own_measured * max(0, self.budget - self.done))
         if self.deadline is not None:
             remaining.append(self.deadline - time.time())
         return format_duration(min(remaining)) if remaining else "?"
@@ -76,14 +77,17 @@ class Progress:
             self.stream.write("\r\x1b[2K" + self._status[: width - 1])
             self.stream.flush()
 
-    def finished(self, label: str, outcome: str, seconds: float, measured: bool, ok: bool, best: str) -> None:
-        """A trial ended; ``measured`` trials count in the budget and the ETA."""
+    def finished(
+        self, label: str, outcome: str, seconds: float, measured: bool, counts: tuple[int, int], best: str
+    ) -> None:
+        """A trial ended. ``counts`` are the study's measured and failed trials (every worker's);
+        the ETA uses this worker's measured trials' times."""
         if measured:
-            self.done += 1
-            self.failed += 0 if ok else 1
+            self._own_measured += 1
             self._measured_s += seconds
         else:
             self.skipped += 1
+        self.done, self.failed = counts
         self.best = best
         self._status = f"{self._counts()} best {self.best} | ETA {self.eta()}"
         self._emit(f"{self._counts()} {label}: {outcome} ({format_duration(seconds)}) | best {best}")

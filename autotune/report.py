@@ -30,12 +30,21 @@ def _env_line(env: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _short(value: Any) -> str:
+    return f"{value:,.4g}" if isinstance(value, float) else str(value)
+
+
 def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
     """A few aligned lines: status, params, throughput, step times, memory, cost, environment."""
     head = f"{workload} ({preset}): {result.status.value}"
     if not result.ok:
-        return f"{head}: {result.reason}\n  params       {format_params(result.params)}"
+        params = format_params(result.params)
+        return f"{head}: {result.reason}" + (f"\n  params       {params}" if params else "")
     m = result.metrics
+    if "step_ms_p50" not in m:  # a kernel workload: its own timing, no training step
+        return "\n".join(
+            [head, *(f"  {k:<16} {_short(v)}" for k, v in m.items()), f"  {'env':<16} {_env_line(result.env)}"]
+        )
     rows: list[tuple[str, str | None]] = [
         ("params", format_params(result.params)),
         ("throughput", f"{m['throughput']:,.1f} {m['throughput_unit']}"),

@@ -14,6 +14,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -37,9 +38,27 @@ PRELOAD = [
 _GRACE_S = 10.0  # after a result arrives, how long the child may take to exit on its own
 
 
+def _exit_with_parent() -> None:
+    """Kill this trial's process group as soon as the process that asked for it dies.
+
+    Without this, a trial of a SIGKILLed sweep would run on (it has its own session, and the
+    forkserver is not its requester), competing for the GPU with the sweep that resumes the study.
+    """
+    requester = multiprocessing.parent_process()
+    if requester is None:
+        return
+
+    def watch() -> None:
+        requester.join()  # returns when the requester's end of the sentinel pipe closes
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="autotune-parent-watch").start()
+
+
 def _child_main(spec: TrialSpec, conn: Connection, requested_at: float) -> None:
     """Entry point of the trial process: own process group, run the job, send the result back."""
     os.setsid()  # the parent can then kill this trial and every process it started, together
+    _exit_with_parent()
     from autotune.job import run_trial
 
     result = run_trial(spec, requested_at)

@@ -123,7 +123,8 @@ def load_existing_study(name: str, storage: str) -> optuna.Study:
     try:
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     except Exception as exc:  # a bad URL, an unreachable database
-        raise AutotuneError(f"cannot open storage {storage!r}: {type(exc).__name__}: {exc}") from exc
+        first_line = (str(exc).strip().splitlines() or [""])[0]  # drivers add lines of background
+        raise AutotuneError(f"cannot open storage {storage!r}: {type(exc).__name__}: {first_line}") from exc
     if name not in names:
         known = ", ".join(sorted(names)) or "none"
         raise AutotuneError(f"no study {name!r} in {storage} (studies there: {known})")

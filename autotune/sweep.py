@@ -108,7 +108,8 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
             heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
         )
     except Exception as exc:  # bad URL, missing driver, unreachable server
-        raise AutotuneError(f"cannot open storage {url!r}: {type(exc).__name__}: {exc}") from exc
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise AutotuneError(f"cannot open storage {redact_url(url)!r}: {type(exc).__name__}: {first_line}") from exc
 
 
 def _worker_id() -> str:
@@ -282,7 +283,9 @@ class Sweep:
         }
 
     def _stop_reason(self, skips: int) -> str:
-        if self.budget is not None and len(studyio.measured_trials(self.study)) >= self.budget:
+        # Trials other workers are running now will count once they finish: don't start more than the budget.
+        running = len(self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+        if self.budget is not None and len(studyio.measured_trials(self.study)) + running >= self.budget:
             return f"budget of {self.budget} measured trials reached"
         if self.deadline is not None and time.time() >= self.deadline:
             return "sweep time limit reached"
@@ -316,6 +319,9 @@ class Sweep:
 
     def _evaluate(self, trial: Trial, params: dict[str, Any]) -> tuple[TrialKind, TrialResult, FrozenTrial | None]:
         earlier = self._measured_with(params, trial.number)
+        if earlier is not None and earlier.state is TrialState.RUNNING:
+            reason = f"being measured by trial {earlier.number} (another worker)"
+            return TrialKind.DUPLICATE, TrialResult.failed(Status.INVALID, reason, params), None
         if earlier is not None:
             result = studyio.trial_result(earlier)
             assert result is not None
@@ -330,16 +336,15 @@ class Sweep:
         return TrialKind.MEASURED, self.executor(params, self.space.budget.trial_timeout_s), None
 
     def _measured_with(self, params: dict[str, Any], number: int) -> FrozenTrial | None:
-        """An earlier finished trial with exactly these params, if any."""
-        states = (TrialState.COMPLETE, TrialState.FAIL)
-        for trial in self.study.get_trials(deepcopy=False, states=states):
-            if (
-                trial.number != number
-                and studyio.trial_kind(trial) is TrialKind.MEASURED
-                and trial.user_attrs.get(studyio.ATTR_PARAMS) == params
-            ):
-                return trial
-        return None
+        """A finished measured trial with exactly these params, else one running now, else None."""
+
+        def same(trial: FrozenTrial) -> bool:
+            return trial.number != number and trial.user_attrs.get(studyio.ATTR_PARAMS) == params
+
+        finished = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        measured = (t for t in finished if same(t) and studyio.trial_kind(t) is TrialKind.MEASURED)
+        running = (t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if same(t))
+        return next(measured, None) or next(running, None)
 
     # -- telling Optuna ---------------------------------------------------------------------------
     def _violation(self, kind: TrialKind, result: TrialResult) -> float | None:
@@ -441,8 +446,10 @@ class Sweep:
             outcome = f"ok {metric} {result.metrics.get(metric, float('nan')):,.4g} {unit}".rstrip()
         else:
             outcome = f"{result.status.value}: {result.reason}"
-        measured = kind is TrialKind.MEASURED
-        self.progress.finished(label, outcome, seconds, measured, result.ok, self._best_text())
+        measured = studyio.measured_trials(self.study)
+        failed = sum(1 for t in measured if t.user_attrs.get(studyio.ATTR_STATUS) != Status.OK.value)
+        counts = (len(measured), failed)
+        self.progress.finished(label, outcome, seconds, kind is TrialKind.MEASURED, counts, self._best_text())
 
     def _catch_up_tracking(self) -> None:
         """Log measured trials that MLflow missed (an outage, another worker that died)."""

@@ -16,6 +16,11 @@ from pathlib import Path
 
 import pytest
 
+# CPU tests check behaviour, not speed. One OpenMP thread per process keeps the many trial processes
+# of a test from spin-waiting on each other's threads when the 2 cores are shared (seen: a 12 ms step
+# of a tiny ResNet took 2.3 s with another busy process). Trial processes inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 START_SCRIPT = REPO / "mlflow" / "start-server.sh"
 # A cold start (two interpreters importing mlflow, creating the sqlite schema) takes 6-15 s on

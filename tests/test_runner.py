@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -105,3 +107,37 @@ def test_trial_processes_are_fresh(runner: TrialRunner) -> None:
     assert first.ok and second.ok
     assert first.env["host"] == second.env["host"] == os.uname().nodename
     assert second.metrics["startup_s"] < 2.0  # forked from the warm forkserver, not a fresh interpreter
+
+
+KILLED_PARENT = """
+import sys
+from autotune.jobspec import TrialSpec
+from autotune.runner import TrialRunner
+
+if __name__ == "__main__":
+    spec = TrialSpec("trial_workloads:spawner", {"pidfile": sys.argv[1]}, "tiny", "cpu")
+    TrialRunner().run(spec, timeout_s=600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().split()[2] == "Z"
+
+
+def test_trial_dies_with_a_sigkilled_parent(tmp_path: Path) -> None:
+    """A killed sweep must not leave its trial running (it would compete with the resumed sweep)."""
+    script, pidfile = tmp_path / "parent.py", tmp_path / "helper.pid"
+    script.write_text(KILLED_PARENT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    parent = subprocess.Popen([sys.executable, str(script), str(pidfile)], env=env)
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    helper_pid = int(pidfile.read_text())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while not _gone(helper_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(helper_pid)

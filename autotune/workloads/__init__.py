@@ -33,18 +33,19 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from autotune.errors import AutotuneError
 
-__all__ = ["BUILTIN", "PRESETS", "Workload", "build", "resolve", "workload_params"]
+__all__ = ["BUILTIN", "PRESETS", "KernelJob", "Workload", "build", "resolve", "workload_params"]
 
 PRESETS = ("tiny", "small", "full")
 BUILTIN = {
     "resnet50": "autotune.workloads.resnet50:build",
     "gpt2": "autotune.workloads.gpt2:build",
+    "triton_matmul": "autotune.workloads.triton_matmul:build",
 }
 
 Batch = tuple[Any, torch.Tensor]
@@ -65,6 +66,15 @@ class Workload:
     default_batch_size: int = 32
     items_per_sample: int = 1
     unit: str = "samples/s"
+
+
+@runtime_checkable
+class KernelJob(Protocol):
+    """A kernel workload (e.g. ``triton_matmul``): no training step; ``run`` checks and times it."""
+
+    params: dict[str, Any]
+
+    def run(self, device: torch.device) -> dict[str, Any]: ...
 
 
 def resolve(name: str) -> Callable[..., Any]:
@@ -96,7 +106,7 @@ def workload_params(func: Callable[..., Any]) -> dict[str, Any]:
     return out
 
 
-def build(name: str, preset: str, params: dict[str, Any], device: torch.device) -> Workload:
+def build(name: str, preset: str, params: dict[str, Any], device: torch.device) -> Workload | KernelJob:
     """Build a workload on ``device``; a tuple result is wrapped into a :class:`Workload`."""
     func = resolve(name)
     if name in BUILTIN and preset not in PRESETS:
@@ -105,6 +115,8 @@ def build(name: str, preset: str, params: dict[str, Any], device: torch.device) 
         made = func(preset=preset, **params)
     if isinstance(made, tuple):
         made = Workload(*made)
+    if isinstance(made, KernelJob):
+        return made
     if not isinstance(made, Workload):
         raise AutotuneError(f"workload {name!r} returned {type(made).__name__}, expected a Workload")
     made.model.to(device)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, NumericsError
 from autotune.kernels import matmul as mm
 
 __all__ = ["DTYPES", "SHAPES", "KernelWorkload", "NumericsError", "build"]
@@ -23,14 +23,6 @@ __all__ = ["DTYPES", "SHAPES", "KernelWorkload", "NumericsError", "build"]
 #: (M, N, K) per preset: full is the shape of the recorded H200 measurements.
 SHAPES = {"full": (8192, 8192, 8192), "small": (2048, 2048, 2048), "tiny": (64, 64, 64)}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-
-class NumericsError(Exception):
-    """The kernel ran but its output is too far from torch's to be worth timing."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True)

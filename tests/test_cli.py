@@ -1,0 +1,95 @@
+"""The command line as a user types it: real processes, real exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+REPO = TESTS.parent
+
+
+def autotune(*args: str, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: "), proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_trial_json_gpt2_tiny_bf16_on_cpu() -> None:
+    proc = autotune("trial", "gpt2", "--preset", "tiny", "--device", "cpu", "-p", "precision=bf16", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["reason"] is None
+    assert result["params"]["precision"] == "bf16"
+    assert result["metrics"]["throughput"] > 0 and result["metrics"]["throughput_unit"] == "tokens/s"
+    assert result["env"]["torch"] and result["env"]["device"] == "cpu"
+
+
+def test_failed_trial_has_its_own_exit_code() -> None:
+    proc = autotune("trial", "trial_workloads:nan_loss", "--device", "cpu", cwd=TESTS)
+    assert proc.returncode == 3
+    assert "numerics" in proc.stdout and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["-p", "precsion=bf16"], ["unknown parameter 'precsion'"]),
+        (["-p", "precision=bf17"], ["precision='bf17'", "bf16"]),
+        (["-p", "batch_size"], ["not key=value"]),
+        (["--preset", "huge"], ["preset 'huge'"]),
+        (["--timeout", "5x"], ["--timeout", "5x"]),
+        (["--device", "tpu"], ["device 'tpu'"]),
+        (["--no-such-flag"], ["no-such-flag"]),
+    ],
+)
+def test_bad_trial_input_is_one_line_and_exit_2(args: list[str], fragments: list[str]) -> None:
+    assert_one_line_error(autotune("trial", "gpt2", "--device", "cpu", *args), *fragments)
+
+
+def test_unknown_workload_is_bad_input() -> None:
+    assert_one_line_error(autotune("trial", "no_such_module:build"), "cannot import 'no_such_module'")
+
+
+def test_validate_names_every_mistake_with_its_key_path(tmp_path: Path) -> None:
+    space = tmp_path / "broken.yaml"
+    space.write_text(
+        "workload: {name: resnet50, preset: tiny}\n"
+        "device: cpu\n"
+        "budget: {trails: 5}\n"  # a typo
+        "params:\n"
+        "  precision: [bf16, bf17]\n"  # not a precision
+        "  batch_size: {low: 8, high: 4}\n"  # an empty range
+    )
+    proc = autotune("validate", str(space))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 3, proc.stderr
+    assert any("budget.trails" in line for line in lines)
+    assert any("params.precision" in line and "bf17" in line for line in lines)
+    assert any("params.batch_size" in line for line in lines)
+
+
+def test_validate_accepts_every_shipped_space() -> None:
+    for space in sorted((REPO / "search_spaces").glob("*.yaml")):
+        proc = autotune("validate", str(space))
+        assert proc.returncode == 0, proc.stderr
+        assert "ok" in proc.stdout
+
+
+def test_leaderboard_of_a_missing_study_is_bad_input(tmp_path: Path) -> None:
+    proc = autotune("leaderboard", "--study", "nope", "--storage", f"sqlite:///{tmp_path}/a.db")
+    assert_one_line_error(proc, "no study 'nope'")

@@ -1,0 +1,141 @@
+"""`autotune sweep` end to end on the CPU: real trial processes, real SQLite study, real MLflow."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+from optuna.trial import TrialState
+
+import autotune
+from autotune import studyio
+from autotune.workloads import build
+
+REPO = Path(__file__).resolve().parents[1]
+BUDGET = 8  # quick.yaml's
+
+
+def sweep_command(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "autotune", "sweep", "quick.yaml", *extra]
+
+
+def environment(tracking_uri: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    if tracking_uri:
+        env["MLFLOW_TRACKING_URI"] = tracking_uri
+    return env
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    shutil.copy(REPO / "search_spaces" / "quick.yaml", tmp_path / "quick.yaml")
+    return tmp_path
+
+
+def load_quick_study(workdir: Path) -> optuna.Study:
+    return optuna.load_study(study_name="quick", storage=f"sqlite:///{workdir}/autotune.db")
+
+
+def check_mlflow(uri: str, study: optuna.Study) -> None:
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("autotune/quick")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("autotune.role") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("autotune.role") == "trial"]
+    assert len(parents) == 1
+    measured = {t.number for t in studyio.measured_trials(study)}
+    assert sorted(int(r.data.tags["autotune.trial"]) for r in children) == sorted(measured)
+    for run in children:
+        assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+        assert run.data.tags["autotune.status"] == "ok"
+        assert run.data.metrics["throughput"] > 0 and run.data.metrics["step_ms_p50"] > 0
+    artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert {"best_config.yaml", "leaderboard.csv", "space.yaml"} <= artifacts
+    best = client.download_artifacts(parents[0].info.run_id, "best_config.yaml")
+    assert "schema_version: 1" in Path(best).read_text()
+    assert parents[0].data.metrics["trials_measured"] == BUDGET
+    assert parents[0].data.metrics["speedup_vs_default"] > 0
+
+
+def test_quick_sweep_logs_to_a_real_mlflow_server(workdir: Path, mlflow_server: object) -> None:
+    uri = mlflow_server.uri  # type: ignore[attr-defined]
+    proc = subprocess.run(sweep_command(), cwd=workdir, env=environment(uri), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"budget of {BUDGET} measured trials reached" in proc.stdout
+    study = load_quick_study(workdir)
+    assert len(studyio.measured_trials(study)) == BUDGET
+    check_mlflow(uri, study)
+
+
+def wait_for_running_trial(workdir: Path, proc: subprocess.Popen[bytes], timeout: float = 120) -> int:
+    """The number of a trial that is running now, after at least two finished."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (workdir / "autotune.db").exists():
+            try:
+                trials = load_quick_study(workdir).get_trials(deepcopy=False)
+            except Exception:  # the study is still being created
+                trials = []
+            running = [t for t in trials if t.state is TrialState.RUNNING and studyio.ATTR_PARAMS in t.user_attrs]
+            if running and len(studyio.measured_trials(load_quick_study(workdir))) >= 2:
+                return running[0].number
+        time.sleep(0.05)
+    pytest.fail(f"no running trial to kill (sweep exit code {proc.poll()})")
+
+
+def test_killed_sweep_resumes_without_losing_or_repeating_a_trial(workdir: Path) -> None:
+    env = environment(None)  # MLflow's own default: sqlite:///mlflow.db in the working folder
+    first = subprocess.Popen(sweep_command(), cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    killed = wait_for_running_trial(workdir, first)
+    first.kill()
+    first.wait()
+
+    proc = subprocess.run(sweep_command(), cwd=workdir, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"trial {killed} was left running by a killed sweep: retrying it" in proc.stderr
+
+    study = load_quick_study(workdir)
+    measured = studyio.measured_trials(study)
+    assert len(measured) == BUDGET  # the budget is complete, counting the trials before the kill
+    params = [studyio.trial_params(t) for t in measured]
+    assert len({tuple(sorted(p.items())) for p in params}) == BUDGET  # nothing measured twice
+    lost = study.trials[killed]
+    assert lost.state is TrialState.FAIL and studyio.ATTR_RESULT not in lost.user_attrs
+    assert studyio.trial_params(lost) in params  # ... and its configuration was measured after all
+    check_mlflow(f"sqlite:///{workdir}/mlflow.db", study)
+
+    export = subprocess.run(
+        [sys.executable, "-m", "autotune", "export", "--study", "quick", "-o", "tuned.yaml"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
+    assert export.returncode == 0, export.stderr
+    train_with_tuned_config(workdir / "tuned.yaml")
+
+
+def train_with_tuned_config(path: Path) -> None:
+    """What production code does with the exported file: load, apply, train."""
+    cfg = autotune.load(path)
+    workload = build("resnet50", "tiny", {}, torch.device("cpu"))
+    optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-3)
+    model, step_ctx = cfg.apply(workload.model, optimizer)
+    before = [p.detach().clone() for p in model.parameters()]
+    for _ in range(3):
+        images, labels = workload.make_batch(cfg.batch_size or 8, torch.device("cpu"))
+        with step_ctx.autocast():
+            loss = workload.loss_fn(model(step_ctx.prepare_inputs(images)), labels)
+        step_ctx.backward(loss)
+        step_ctx.step(optimizer)
+        optimizer.zero_grad(set_to_none=True)
+        assert torch.isfinite(loss)
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
