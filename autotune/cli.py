@@ -123,6 +123,10 @@ def validate(space_file: Path) -> None:
 @click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")
 @click.option("--no-mlflow", is_flag=True, help="Do not log to MLflow.")
 @click.option("--memory-cap", type=float, metavar="GIB", help="Fail trial allocations past this much memory.")
+@click.option(
+    "--remeasure-top", type=click.IntRange(min=0), default=3, show_default=True, help="Measure the best K again."
+)
+@click.option("--remeasure-repeats", type=click.IntRange(min=1), default=3, show_default=True, help="... R times each.")
 def sweep(
     space_file: Path,
     study_name: str | None,
@@ -135,6 +139,8 @@ def sweep(
     tracking_uri: str | None,
     no_mlflow: bool,
     memory_cap: float | None,
+    remeasure_top: int,
+    remeasure_repeats: int,
 ) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
     from autotune import report
@@ -143,7 +149,18 @@ def sweep(
 
     space = load_space(space_file, replay=replay is not None)
     options = SweepOptions(
-        study_name, storage, n_trials, timeout, device, seed, replay, not no_mlflow, tracking_uri, memory_cap
+        study_name,
+        storage,
+        n_trials,
+        timeout,
+        device,
+        seed,
+        replay,
+        not no_mlflow,
+        tracking_uri,
+        memory_cap,
+        remeasure_top,
+        remeasure_repeats,
     )
     summary = run_sweep(space, options)
     click.echo(report.sweep_summary(summary, storage))

@@ -137,7 +137,7 @@ def _collect(study: optuna.Study, info: StudyInfo) -> list[_Measured]:
     for trial in studyio.measured_trials(study):
         result = studyio.trial_result(trial)
         assert result is not None  # measured_trials keeps only trials with a result
-        remeasured = trial.user_attrs.get(studyio.ATTR_REMEASURED) or None
+        remeasured = studyio.remeasured(study, trial)
         objectives = tuple(_objective_value(metric, result, remeasured) for metric, _ in info.objectives)
         out.append(_Measured(trial, result, remeasured, objectives))
     return out

@@ -26,6 +26,8 @@ __all__ = [
     "load_existing_study",
     "load_study_info",
     "measured_trials",
+    "remeasured",
+    "store_remeasured",
     "trial_kind",
     "trial_params",
     "trial_result",
@@ -41,7 +43,9 @@ ATTR_WORKER = "autotune.worker"  # host:pid of the worker running the trial
 ATTR_VIOLATION = "autotune.violation"  # > 0: infeasible (OOM, rejected, a metric constraint broken)
 ATTR_DUPLICATE_OF = "autotune.duplicate_of"
 ATTR_MLFLOW_RUN = "autotune.mlflow_run_id"
-ATTR_REMEASURED = "autotune.remeasured"  # {"values": [...], "median": x, "cv": y} from fresh processes
+# {"metric": m, "values": [...], "median": x, "cv": y}: the objective measured again in fresh processes.
+# Kept on the study as "autotune.remeasured:<trial number>": a finished trial's attributes are immutable.
+ATTR_REMEASURED = "autotune.remeasured"
 STUDY_ATTR_INFO = "autotune.info"
 DEFAULT_STORAGE = "sqlite:///autotune.db"  # in the current folder: the embedded default
 
@@ -129,3 +133,13 @@ def load_existing_study(name: str, storage: str) -> optuna.Study:
         known = ", ".join(sorted(names)) or "none"
         raise AutotuneError(f"no study {name!r} in {storage} (studies there: {known})")
     return optuna.load_study(study_name=name, storage=storage)
+
+
+def remeasured(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any] | None:
+    """The re-measurement of a trial's objective in fresh processes, if the sweep made one."""
+    data = study.user_attrs.get(f"{ATTR_REMEASURED}:{trial.number}") or trial.user_attrs.get(ATTR_REMEASURED)
+    return dict(data) if data else None
+
+
+def store_remeasured(study: optuna.Study, number: int, data: dict[str, Any]) -> None:
+    study.set_user_attr(f"{ATTR_REMEASURED}:{number}", data)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import statistics
 import tempfile
 import threading
 import time
@@ -46,10 +47,17 @@ from autotune.studyio import StudyInfo, TrialKind
 __all__ = ["SweepOptions", "SweepSummary", "open_storage", "run_sweep"]
 
 log = logging.getLogger(__name__)
-# Heartbeats are deliberate here: the ask/tell loop records them itself (see _heartbeat).
-warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
-warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning, module=__name__)
-warnings.filterwarnings("ignore", message="Argument ``heartbeat_interval`` is an experimental feature")
+
+
+@contextmanager
+def _heartbeat_api() -> Iterator[None]:
+    """Optuna warns that heartbeats are experimental and meant for study.optimize; they are
+    deliberate here (this ask/tell loop records them itself, see _heartbeat)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+        yield
+
 
 HEARTBEAT_S = 10  # a worker's running trial reports in this often ...
 GRACE_S = 60  # ... and is presumed dead (its config retried) after this long without a beat
@@ -73,6 +81,8 @@ class SweepOptions:
     tracking: bool = True
     tracking_uri: str | None = None
     memory_cap_gib: float | None = None
+    remeasure_top: int = 3
+    remeasure_repeats: int = 3
 
 
 @dataclass
@@ -99,17 +109,18 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     engine: dict[str, Any] = {}
     if url.startswith("sqlite"):
         engine = {"connect_args": {"timeout": 60}}  # several local workers queue on the file lock
-    try:
-        return RDBStorage(
-            url,
-            engine_kwargs=engine,
-            heartbeat_interval=HEARTBEAT_S,
-            grace_period=GRACE_S,
-            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
-        )
-    except Exception as exc:  # bad URL, missing driver, unreachable server
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        raise AutotuneError(f"cannot open storage {redact_url(url)!r}: {type(exc).__name__}: {first_line}") from exc
+    with _heartbeat_api():
+        try:
+            return RDBStorage(
+                url,
+                engine_kwargs=engine,
+                heartbeat_interval=HEARTBEAT_S,
+                grace_period=GRACE_S,
+                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
+            )
+        except Exception as exc:  # bad URL, missing driver, unreachable server
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            raise AutotuneError(f"cannot open storage {redact_url(url)!r}: {type(exc).__name__}: {first_line}") from exc
 
 
 def _worker_id() -> str:
@@ -223,7 +234,8 @@ class Sweep:
 
     def _recover_orphans(self) -> None:
         """Fail RUNNING trials of dead local workers at once (others go stale by heartbeat)."""
-        retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
+        with _heartbeat_api():
+            retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             if not _is_dead_local_worker(trial.user_attrs.get(studyio.ATTR_WORKER)):
                 continue
@@ -234,7 +246,8 @@ class Sweep:
             retry(self.study, self.storage.get_trial(trial._trial_id))
             self.progress.message(f"trial {trial.number} was left running by a killed sweep: retrying it")
         if isinstance(self.storage, RDBStorage):
-            optuna.storages.fail_stale_trials(self.study)
+            with _heartbeat_api():
+                optuna.storages.fail_stale_trials(self.study)
 
     def _enqueue_first_trials(self) -> None:
         """The PyTorch-default configuration first (every leaderboard shows the speedup over it);
@@ -265,11 +278,51 @@ class Sweep:
             measured = self._one_trial()
             skips = 0 if measured else skips + 1
             if isinstance(self.storage, RDBStorage):
-                optuna.storages.fail_stale_trials(self.study)
+                with _heartbeat_api():
+                    optuna.storages.fail_stale_trials(self.study)
         summary.stop_reason = reason
+        if not self.options.replay:  # recorded measurements would only repeat themselves
+            self._remeasure_top()
         summary.wall_s = time.time() - started
         self.progress.close()
         return self._finish(summary)
+
+    # -- a winner that holds up -----------------------------------------------------------------
+    def _remeasure_top(self) -> None:
+        """Measure the top k again in fresh processes; the leaderboard then ranks by their medians.
+
+        The best of many noisy measurements is biased upwards: a configuration can lead because
+        its one measurement was lucky. Re-measured medians keep such outliers from winning.
+        """
+        from autotune.leaderboard import leaderboard
+
+        k, repeats = self.options.remeasure_top, self.options.remeasure_repeats
+        top = [r for r in leaderboard(self.study, self.info) if r.rank is not None and r.rank <= k]
+        metric = self.info.objectives[0][0]
+        for row in top:
+            trial = self.study.trials[row.trial]
+            if repeats < 1 or studyio.remeasured(self.study, trial) is not None:
+                continue  # done by an earlier run of this sweep, or by another worker
+            self.progress.message(f"re-measuring trial {row.trial} ({repeats}x in fresh processes)")
+            values = self._measure_again(studyio.trial_params(trial), metric, repeats)
+            data = {"metric": metric, "values": values, "first": row.value}
+            if values:
+                median = statistics.median(values)
+                cv = statistics.pstdev(values) / statistics.fmean(values) if len(values) > 1 else 0.0
+                data.update(median=median, cv=cv)
+                if self.tracker is not None:
+                    self.tracker.add_trial_metrics(row.trial, {f"remeasured_{metric}": median, "remeasured_cv": cv})
+            studyio.store_remeasured(self.study, row.trial, data)
+
+    def _measure_again(self, params: dict[str, Any], metric: str, repeats: int) -> list[float]:
+        values = []
+        for _ in range(repeats):
+            result = self.executor(params, self.space.budget.trial_timeout_s)
+            if result.ok and metric in result.metrics:
+                values.append(float(result.metrics[metric]))
+            else:
+                self.progress.message(f"  re-measurement {result.status.value}: {result.reason}")
+        return values
 
     def _run_params(self) -> dict[str, str]:
         return {
@@ -295,7 +348,8 @@ class Sweep:
 
     def _one_trial(self) -> bool:
         """Ask, evaluate, tell. True when the trial was measured (it counts in the budget)."""
-        trial = self.study.ask()
+        with _heartbeat_api():
+            trial = self.study.ask()
         trial.set_user_attr(studyio.ATTR_WORKER, _worker_id())
         started = time.monotonic()
         try:
@@ -306,7 +360,8 @@ class Sweep:
                 self.progress.started(label)
                 kind, result, source = self._evaluate(trial, params)
         except BaseException:
-            self.study.tell(trial, state=TrialState.FAIL)  # bad input or an interrupt: leave nothing RUNNING
+            with _heartbeat_api():
+                self.study.tell(trial, state=TrialState.FAIL)  # bad input or an interrupt: leave nothing RUNNING
             raise
         self._record(trial, params, kind, result, source)
         self._report(label, kind, result, time.monotonic() - started)
@@ -414,11 +469,12 @@ class Sweep:
                 attrs[studyio.ATTR_MLFLOW_RUN] = run_id
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
-        if violation is None:
-            self.study.tell(trial, state=TrialState.FAIL)
-        else:
-            trial.set_constraint("feasibility", violation)  # what the samplers learn the boundary from
-            self.study.tell(trial, values if values is not None else self._placeholder_values())
+        with _heartbeat_api():
+            if violation is None:
+                self.study.tell(trial, state=TrialState.FAIL)
+            else:
+                trial.set_constraint("feasibility", violation)  # what the samplers learn the boundary from
+                self.study.tell(trial, values if values is not None else self._placeholder_values())
 
     def _tags(self, trial: Trial) -> dict[str, str]:
         return {"autotune.default": "true"} if trial.user_attrs.get(studyio.ATTR_DEFAULT) else {}
@@ -478,13 +534,12 @@ class Sweep:
             self.tracker.finish(self._summary_metrics(summary), self._summary_artifacts(rows))
         return summary
 
-    @staticmethod
-    def _summary_metrics(summary: SweepSummary) -> dict[str, float]:
-        metrics = {
-            "trials_measured": summary.measured,
-            "trials_failed": summary.failed,
-            "wall_s": summary.wall_s,
-        }
+    def _summary_metrics(self, summary: SweepSummary) -> dict[str, float]:
+        metrics = {"trials_measured": summary.measured, "trials_failed": summary.failed, "wall_s": summary.wall_s}
+        if summary.best_trial is not None:
+            again = studyio.remeasured(self.study, self.study.trials[summary.best_trial]) or {}
+            if "cv" in again:
+                metrics["best_remeasured_cv"] = again["cv"]
         if summary.best_value is not None:
             metrics["best_value"] = summary.best_value
         if summary.speedup is not None:

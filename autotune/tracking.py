@@ -230,6 +230,19 @@ class SweepTracker:
         series_text = _series_json(series) if series else None
         return self._guarded(f"logging trial {number}", lambda: self._log_trial(number, batch, series_text))
 
+    def add_trial_metrics(self, number: int, metrics: Mapping[str, float]) -> bool:
+        """Add metrics (e.g. a re-measurement) to the child run of trial ``number``; False if not possible."""
+        return bool(self._guarded(f"metrics of trial {number}", lambda: self._add_trial_metrics(number, metrics)))
+
+    def _add_trial_metrics(self, number: int, metrics: Mapping[str, float]) -> bool:
+        run = self._find_trial_run(self._ensure_parent(), number)
+        if run is None:
+            return False
+        now = int(time.time() * 1000)
+        batch = [Metric(key, float(value), now, 0) for key, value in metrics.items() if math.isfinite(value)]
+        self._client().log_batch(run.info.run_id, metrics=batch)
+        return True
+
     def logged_trial_numbers(self) -> set[int] | None:
         """Numbers of the trials with a complete child run (``None`` if MLflow is unreachable).
 
