@@ -25,14 +25,15 @@ from autotune.results import Status, TrialResult
 __all__ = ["TrialRunner"]
 
 # Modules the forkserver imports once, so each trial process starts with them loaded. torch._dynamo
-# is imported by every optimizer's constructor (1.6-1.8 s); Inductor by torch.compile. None of these
-# imports starts a thread, a process or CUDA, so forking after them stays safe.
+# is imported by every optimizer's constructor (1.6-1.8 s). None of these starts a thread or touches
+# CUDA, so forking after them stays safe. Not Inductor: on a GPU machine (H200, torch 2.11) importing
+# torch._inductor.compile_fx starts threads and poisons fork, and every trial then failed with
+# "Cannot re-initialize CUDA in forked subprocess".
 PRELOAD = [
     "autotune.job",
     "autotune.workloads.resnet50",
     "autotune.workloads.gpt2",
     "torch._dynamo",
-    "torch._inductor.compile_fx",
     "triton",
 ]
 _GRACE_S = 10.0  # after a result arrives, how long the child may take to exit on its own

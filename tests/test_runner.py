@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.results import Status
@@ -141,3 +142,13 @@ def test_trial_dies_with_a_sigkilled_parent(tmp_path: Path) -> None:
     while not _gone(helper_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _gone(helper_pid)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_trial_processes_use_cuda(runner: TrialRunner) -> None:
+    """Guards the forkserver's preloads: one that touches CUDA makes every GPU trial crash."""
+    for _ in range(2):
+        result = runner.run(TrialSpec("trial_workloads:tiny_mlp", {}, "tiny", "cuda", measure=FAST), 120)
+        assert result.status is Status.OK, result.reason
+        assert result.env["gpu"]
