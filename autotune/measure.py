@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import platform
 import resource
 import socket
@@ -127,6 +128,7 @@ class GpuTelemetry:
             yield
             return
         handle = _nvml_handle(nvml, self.device)
+        others = _other_gpu_processes(nvml, handle)
         energy_start = self._energy_mj(nvml, handle)
         thread = threading.Thread(target=self._sample, args=(nvml, handle), daemon=True)
         start = time.perf_counter()
@@ -140,6 +142,9 @@ class GpuTelemetry:
             thread.join()
             energy_end = self._energy_mj(nvml, handle)
             self._finish(elapsed, energy_start, energy_end)
+            # Anything else computing on this GPU while we time makes the numbers meaningless (seen:
+            # two sweeps on one H200, a default trial measured 37% slow). Recorded, for the sweep to flag.
+            self.metrics["gpu_other_processes"] = float(len(others | _other_gpu_processes(nvml, handle)))
 
     @staticmethod
     def _energy_mj(nvml: Any, handle: Any) -> float | None:
@@ -170,6 +175,15 @@ class GpuTelemetry:
             self.metrics["power_w_mean"] = self.metrics["energy_j"] / elapsed
         elif "power_w_mean" in self.metrics:
             self.metrics["energy_j"] = self.metrics["power_w_mean"] * elapsed
+
+
+def _other_gpu_processes(nvml: Any, handle: Any) -> set[int]:
+    """PIDs of other processes computing on this GPU (empty when NVML cannot tell)."""
+    try:
+        running = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    except Exception:
+        return set()
+    return {p.pid for p in running if p.pid != os.getpid()}
 
 
 def _cpu_model() -> str:

@@ -54,6 +54,7 @@ def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
         ("energy", _energy_line(m)),
         ("overhead", f"{m['overhead_s']:.2f} s  (start {m['startup_s']:.2f} s, build {m['setup_s']:.2f} s)"),
         ("no-op knobs", m.get("noop_knobs")),
+        ("WARNING", "other processes used the GPU during timing" if m.get("gpu_other_processes") else None),
         ("env", _env_line(result.env)),
     ]
     return "\n".join([head, *(f"  {label:<12} {text}" for label, text in rows if text)])

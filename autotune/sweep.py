@@ -500,6 +500,8 @@ class Sweep:
         elif result.ok:
             unit = result.metrics.get("throughput_unit", "") if metric == "throughput" else ""
             outcome = f"ok {metric} {result.metrics.get(metric, float('nan')):,.4g} {unit}".rstrip()
+            if result.metrics.get("gpu_other_processes"):
+                outcome += " (WARNING: other processes used the GPU while it was timed: not trustworthy)"
         else:
             outcome = f"{result.status.value}: {result.reason}"
         measured = studyio.measured_trials(self.study)
