@@ -127,6 +127,9 @@ def validate(space_file: Path) -> None:
     "--remeasure-top", type=click.IntRange(min=0), default=3, show_default=True, help="Measure the best K again."
 )
 @click.option("--remeasure-repeats", type=click.IntRange(min=1), default=3, show_default=True, help="... R times each.")
+@click.option(
+    "--patience", type=click.IntRange(min=1), help="Stop after N measured trials in a row without a new best."
+)
 def sweep(
     space_file: Path,
     study_name: str | None,
@@ -141,6 +144,7 @@ def sweep(
     memory_cap: float | None,
     remeasure_top: int,
     remeasure_repeats: int,
+    patience: int | None,
 ) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
     from autotune import report
@@ -161,6 +165,7 @@ def sweep(
         memory_cap,
         remeasure_top,
         remeasure_repeats,
+        patience,
     )
     summary = run_sweep(space, options)
     click.echo(report.sweep_summary(summary, storage))

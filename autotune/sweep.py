@@ -83,6 +83,7 @@ class SweepOptions:
     memory_cap_gib: float | None = None
     remeasure_top: int = 3
     remeasure_repeats: int = 3
+    patience: int | None = None  # stop after this many measured trials in a row without a new best
 
 
 @dataclass
@@ -342,9 +343,26 @@ class Sweep:
             return f"budget of {self.budget} measured trials reached"
         if self.deadline is not None and time.time() >= self.deadline:
             return "sweep time limit reached"
+        if self.options.patience and self._trials_since_best() >= self.options.patience:
+            return f"no improvement in the last {self.options.patience} measured trials"
         if skips >= MAX_SKIPS_IN_A_ROW:
             return f"search space exhausted ({skips} proposals in a row were already measured or infeasible)"
         return ""
+
+    def _trials_since_best(self) -> int:
+        """Measured trials since the first objective last improved (feasible trials only)."""
+        metric, direction = self.info.objectives[0]
+        sign = 1.0 if direction == "maximize" else -1.0
+        best, since = None, 0
+        for trial in sorted(studyio.measured_trials(self.study), key=lambda t: t.number):
+            result = studyio.trial_result(trial)
+            feasible = result is not None and result.ok and trial.user_attrs.get(studyio.ATTR_VIOLATION, 0) <= 0
+            value = sign * float(result.metrics[metric]) if feasible and metric in result.metrics else None
+            if value is not None and (best is None or value > best):
+                best, since = value, 0
+            else:
+                since += 1
+        return since
 
     def _one_trial(self) -> bool:
         """Ask, evaluate, tell. True when the trial was measured (it counts in the budget)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -139,3 +140,82 @@ def train_with_tuned_config(path: Path) -> None:
         optimizer.zero_grad(set_to_none=True)
         assert torch.isfinite(loss)
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+
+
+RECORDS = REPO.parent / "shared" / "data" / "h200_triton_matmul_8192.json"
+
+
+@pytest.mark.skipif(not RECORDS.exists(), reason="needs ../shared/data")
+def test_patience_stops_a_sweep_that_stopped_improving() -> None:
+    from autotune.progress import Progress
+    from autotune.space import load_space
+    from autotune.sweep import SweepOptions, run_sweep
+
+    space = load_space(REPO / "search_spaces" / "triton_matmul.yaml", replay=True)
+    options = SweepOptions(storage="memory", replay=RECORDS, tracking=False, n_trials=80, patience=6, seed=3)
+    summary = run_sweep(space, options, Progress(None, None, open(os.devnull, "w")))  # noqa: SIM115
+    assert summary.stop_reason == "no improvement in the last 6 measured trials"
+    assert summary.measured < 80
+
+
+MULTI = """\
+workload: {name: resnet50, preset: tiny}
+device: cpu
+objective:
+  - {metric: throughput, direction: maximize}
+  - {metric: peak_mem_gib, direction: minimize}
+budget: {trials: 4, trial_timeout: 2m}
+sampler: {name: random, seed: 1}
+params:
+  batch_size: {choices: [2, 64], ordinal: true, default: 2}
+  precision: [default, bf16]
+"""
+
+
+def test_multi_objective_sweep_shows_a_pareto_front_and_exports_by_rule(tmp_path: Path) -> None:
+    space = tmp_path / "multi.yaml"
+    space.write_text(MULTI)
+    storage = f"sqlite:///{tmp_path}/multi.db"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "sweep",
+            str(space),
+            "--storage",
+            storage,
+            "--no-mlflow",
+            "--remeasure-top",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    board = subprocess.run(
+        [sys.executable, "-m", "autotune", "leaderboard", "--study", "multi", "--storage", storage, "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    rows = json.loads(board.stdout)
+    front = [r for r in rows if r["pareto"]]
+    assert front and all(r["status"] == "ok" for r in front)
+    for row in rows:  # nothing off the front may beat a front member on both objectives
+        if not row["pareto"] and row["status"] == "ok":
+            m = row["metrics"]
+            assert any(
+                f["metrics"]["throughput"] >= m["throughput"] and f["metrics"]["peak_mem_gib"] <= m["peak_mem_gib"]
+                for f in front
+            )
+    smallest = min(r["metrics"]["peak_mem_gib"] for r in front)
+    rule = f"peak_mem_gib <= {smallest}"
+    export = subprocess.run(
+        [sys.executable, "-m", "autotune", "export", "--study", "multi", "--storage", storage, "--rule", rule],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert export.returncode == 0, export.stderr
+    tuned = autotune.load(tmp_path / "tuned.yaml")
+    assert tuned.provenance["metrics"]["peak_mem_gib"] <= smallest
