@@ -130,6 +130,13 @@ def validate(space_file: Path) -> None:
 @click.option(
     "--patience", type=click.IntRange(min=1), help="Stop after N measured trials in a row without a new best."
 )
+@click.option(
+    "--prune-below",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="Stop a trial after warm-up if its throughput is under this fraction of the best (0: never).",
+)
 def sweep(
     space_file: Path,
     study_name: str | None,
@@ -145,6 +152,7 @@ def sweep(
     remeasure_top: int,
     remeasure_repeats: int,
     patience: int | None,
+    prune_below: float,
 ) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
     from autotune import report
@@ -166,6 +174,7 @@ def sweep(
         remeasure_top,
         remeasure_repeats,
         patience,
+        prune_below,
     )
     summary = run_sweep(space, options)
     click.echo(report.sweep_summary(summary, storage))

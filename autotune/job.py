@@ -163,6 +163,26 @@ def _compile_seconds(warm_ms: list[float], steady_ms: float) -> float:
     return sum(t - steady_ms for t in warm_ms if t > 2 * steady_ms) / 1e3
 
 
+def _pruned(
+    spec: TrialSpec, warm_ms: list[float], items: int, settings: MeasureSettings, params: dict[str, Any], unit: str
+) -> TrialResult | None:
+    """A pruned result when the settled warm-up throughput is below ``spec.prune_below``, else None.
+
+    The settled warm-up steps are within ``settle_tolerance`` of each other and of the timed steps
+    that would follow (on an H200 the timed CV was 0.1-1.1%), so a configuration under half the
+    best cannot come near it: its timed window is skipped.
+    """
+    if spec.prune_below is None:
+        return None
+    recent = sorted(warm_ms[-settings.settle_window :])
+    estimate = items / (recent[len(recent) // 2] / 1e3)
+    if estimate >= spec.prune_below:
+        return None
+    reason = f"warm-up throughput {estimate:,.4g} {unit} is below {spec.prune_below:,.4g}"
+    metrics = {"throughput": estimate, "throughput_unit": unit, "warmup_steps": len(warm_ms), "items_per_step": items}
+    return TrialResult(Status.PRUNED, reason, params, metrics, {}, {"warmup_ms": warm_ms})
+
+
 def _timed_step_count(warm_ms: list[float], settings: MeasureSettings) -> int:
     recent = sorted(warm_ms[-settings.settle_window :])
     typical_ms = max(recent[len(recent) // 2], 1e-3)
@@ -221,6 +241,10 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     first_ms = time_steps(step, 1, device)  # compiles, autotunes: checked before any more time is spent
     rel_error = _check_first_loss(float(losses[0]), reference, knobs.precision)
     warm_ms = _warm_up(step, device, settings, first_ms)
+    items = batch_size * workload.items_per_sample
+    pruned = _pruned(spec, warm_ms, items, settings, params, workload.unit)
+    if pruned is not None:
+        return pruned
     telemetry = GpuTelemetry(device)
     with telemetry.window():
         timed_ms = time_steps(step, _timed_step_count(warm_ms, settings), device)
@@ -228,7 +252,6 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
         bad = next(i for i, loss in enumerate(losses) if not math.isfinite(float(loss)))
         raise NumericsError(f"loss became {float(losses[bad])} at step {bad} (precision={knobs.precision})")
     stats = summarize(timed_ms)
-    items = batch_size * workload.items_per_sample
     metrics: dict[str, Any] = {
         "throughput": items / (stats["step_ms_p50"] / 1e3),
         "throughput_unit": workload.unit,

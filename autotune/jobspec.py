@@ -52,6 +52,7 @@ class TrialSpec:
     ``memory_cap_gib`` caps the trial's memory for real (CUDA: the allocator's per-process
     fraction; CPU: the address-space limit above what the process already maps), so an
     over-large configuration fails as ``oom`` exactly as it would on a smaller device.
+    ``prune_below`` lets a sweep stop a trial whose settled warm-up throughput is already below it.
     """
 
     workload: str
@@ -62,3 +63,4 @@ class TrialSpec:
     measure: MeasureSettings = field(default_factory=MeasureSettings)
     memory_cap_gib: float | None = None
     seed: int = 0
+    prune_below: float | None = None  # throughput under which to stop after warm-up (status pruned)

@@ -20,6 +20,7 @@ class Status(StrEnum):
     COMPILE_ERROR = "compile_error"
     NUMERICS = "numerics"
     INVALID = "invalid"
+    PRUNED = "pruned"  # stopped after warm-up: already far slower than the sweep's best
 
 
 @dataclass

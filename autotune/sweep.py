@@ -64,7 +64,7 @@ GRACE_S = 60  # ... and is presumed dead (its config retried) after this long wi
 DEFAULT_TRIALS = 20  # when neither the space nor the command sets a budget
 MAX_SKIPS_IN_A_ROW = 100  # proposals that need no run (duplicates, rejected): the space is exhausted
 INFEASIBLE_STATUSES = (Status.OOM,)  # failures that teach the sampler a boundary
-Executor = Callable[[dict[str, Any], float], TrialResult]
+Executor = Callable[[dict[str, Any], float, float | None], TrialResult]  # params, timeout, prune below
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,7 @@ class SweepOptions:
     remeasure_top: int = 3
     remeasure_repeats: int = 3
     patience: int | None = None  # stop after this many measured trials in a row without a new best
+    prune_ratio: float = 0.5  # stop a trial after warm-up below this fraction of the best throughput; 0: never
 
 
 @dataclass
@@ -318,7 +319,7 @@ class Sweep:
     def _measure_again(self, params: dict[str, Any], metric: str, repeats: int) -> list[float]:
         values = []
         for _ in range(repeats):
-            result = self.executor(params, self.space.budget.trial_timeout_s)
+            result = self.executor(params, self.space.budget.trial_timeout_s, None)
             if result.ok and metric in result.metrics:
                 values.append(float(result.metrics[metric]))
             else:
@@ -406,7 +407,24 @@ class Sweep:
                 TrialResult.failed(Status.INVALID, f"rejected by rule: {rule}", params),
                 None,
             )
-        return TrialKind.MEASURED, self.executor(params, self.space.budget.trial_timeout_s), None
+        return TrialKind.MEASURED, self.executor(params, self.space.budget.trial_timeout_s, self._prune_below()), None
+
+    def _prune_below(self) -> float | None:
+        """The throughput under which a trial is stopped after warm-up: a fraction of the best so far."""
+        metric, direction = self.info.objectives[0]
+        if (
+            not self.options.prune_ratio
+            or metric != "throughput"
+            or direction != "maximize"
+            or len(self.info.objectives) > 1
+        ):
+            return None
+        values = [
+            float(r.metrics["throughput"])
+            for t in studyio.measured_trials(self.study)
+            if (r := studyio.trial_result(t)) is not None and r.ok and t.user_attrs.get(studyio.ATTR_VIOLATION, 0) <= 0
+        ]
+        return self.options.prune_ratio * max(values) if values else None
 
     def _measured_with(self, params: dict[str, Any], number: int) -> FrozenTrial | None:
         """A finished measured trial with exactly these params, else one running now, else None."""
@@ -488,11 +506,22 @@ class Sweep:
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         with _heartbeat_api():
-            if violation is None:
+            if result.status is Status.PRUNED and kind is TrialKind.MEASURED:
+                self._tell_pruned(trial, result)
+            elif violation is None:
                 self.study.tell(trial, state=TrialState.FAIL)
             else:
                 trial.set_constraint("feasibility", violation)  # what the samplers learn the boundary from
                 self.study.tell(trial, values if values is not None else self._placeholder_values())
+
+    def _tell_pruned(self, trial: Trial, result: TrialResult) -> None:
+        """Report the warm-up steps as intermediate throughputs, then tell Optuna the trial was pruned."""
+        items = float(result.metrics.get("items_per_step", 0.0))
+        for step, ms in enumerate(result.series.get("warmup_ms", [])):
+            if ms > 0:
+                trial.report(items / (ms / 1e3), step)
+        trial.set_constraint("feasibility", -1.0)
+        self.study.tell(trial, state=TrialState.PRUNED)
 
     def _tags(self, trial: Trial) -> dict[str, str]:
         return {"autotune.default": "true"} if trial.user_attrs.get(studyio.ATTR_DEFAULT) else {}
@@ -586,7 +615,7 @@ def _trial_executor(space: Space, options: SweepOptions) -> Executor:
     runner = TrialRunner()
     device = options.device or space.device
 
-    def execute(params: dict[str, Any], timeout_s: float) -> TrialResult:
+    def execute(params: dict[str, Any], timeout_s: float, prune_below: float | None) -> TrialResult:
         spec = TrialSpec(
             space.workload.name,
             params,
@@ -594,6 +623,7 @@ def _trial_executor(space: Space, options: SweepOptions) -> Executor:
             device,
             dict(space.workload.args),
             memory_cap_gib=options.memory_cap_gib,
+            prune_below=prune_below,
         )
         return runner.run(spec, timeout_s)
 
@@ -604,7 +634,7 @@ def _replay_executor(path: Path) -> Executor:
     from autotune.replay import ReplayRecords
 
     records = ReplayRecords.load(path)
-    return lambda params, _timeout: records.lookup(params)
+    return lambda params, _timeout, _prune_below: records.lookup(params)
 
 
 def run_sweep(

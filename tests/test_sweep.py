@@ -57,8 +57,10 @@ def check_mlflow(uri: str, study: optuna.Study) -> None:
     assert sorted(int(r.data.tags["autotune.trial"]) for r in children) == sorted(measured)
     for run in children:
         assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
-        assert run.data.tags["autotune.status"] == "ok"
-        assert run.data.metrics["throughput"] > 0 and run.data.metrics["step_ms_p50"] > 0
+        status = run.data.tags["autotune.status"]
+        assert status in ("ok", "pruned")  # pruned: far below the best after warm-up (bf16 on a CPU)
+        assert run.data.metrics["throughput"] > 0
+        assert status == "pruned" or run.data.metrics["step_ms_p50"] > 0
     artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
     assert {"best_config.yaml", "leaderboard.csv", "space.yaml"} <= artifacts
     best = client.download_artifacts(parents[0].info.run_id, "best_config.yaml")
@@ -95,10 +97,17 @@ def wait_for_running_trial(workdir: Path, proc: subprocess.Popen[bytes], timeout
 
 def test_killed_sweep_resumes_without_losing_or_repeating_a_trial(workdir: Path) -> None:
     env = environment(None)  # MLflow's own default: sqlite:///mlflow.db in the working folder
-    first = subprocess.Popen(sweep_command(), cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    killed = wait_for_running_trial(workdir, first)
-    first.kill()
-    first.wait()
+    killed = None
+    for _ in range(3):  # the trial seen running may finish before the kill lands: then kill again
+        first = subprocess.Popen(sweep_command(), cwd=workdir, env=env, stdout=subprocess.DEVNULL)
+        wait_for_running_trial(workdir, first)
+        first.kill()
+        first.wait()
+        running = load_quick_study(workdir).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if running:
+            killed = running[0].number
+            break
+    assert killed is not None, "never caught a trial running"
 
     proc = subprocess.run(sweep_command(), cwd=workdir, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

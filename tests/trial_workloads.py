@@ -97,10 +97,11 @@ def cancelling(preset: str = "tiny") -> Workload:
 def outlier(preset: str = "tiny", config: str = "steady", marker: str = "") -> Workload:
     """``steady`` steps take 10 ms every time. ``lucky`` takes 2 ms in the first process that ever
     runs it (no ``marker`` file yet) and 30 ms in every later one: a first measurement that was an
-    outlier, as a lucky clock or a quiet neighbour gives on a real machine."""
+    outlier, as a lucky clock or a quiet neighbour gives on a real machine. ``slow``: 60 ms, always."""
     model, make_batch = _mlp_parts()
     first_lucky = config == "lucky" and not Path(marker).exists()
     if config == "lucky":
         Path(marker).touch()
-    delay = 0.010 if config == "steady" else 0.002 if first_lucky else 0.030
+    delays = {"steady": 0.010, "slow": 0.060, "lucky": 0.002 if first_lucky else 0.030}
+    delay = delays[config]
     return Workload(_Hook(model, lambda: time.sleep(delay)), make_batch, F.cross_entropy)  # type: ignore[arg-type]

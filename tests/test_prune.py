@@ -1,0 +1,56 @@
+"""Pruning: a trial already far slower than the best after warm-up is stopped before its timing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from autotune import studyio
+from autotune.progress import Progress
+from autotune.space import load_space
+from autotune.sweep import SweepOptions, run_sweep
+
+SPACE = """\
+workload: {{name: "trial_workloads:outlier", preset: tiny, args: {{marker: "{marker}"}}}}
+device: cpu
+budget: {{trials: 2, trial_timeout: 2m}}
+sampler: {{name: grid, seed: 0}}
+params:
+  config: [steady, slow]
+"""
+
+
+def run(tmp_path: Path, prune_ratio: float) -> optuna.Study:
+    space_file = tmp_path / "prune.yaml"
+    space_file.write_text(SPACE.format(marker=tmp_path / "marker"))
+    storage = f"sqlite:///{tmp_path}/prune-{prune_ratio}.db"
+    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, prune_ratio=prune_ratio)
+    with open(os.devnull, "w") as quiet:
+        run_sweep(load_space(space_file), options, Progress(None, None, quiet))
+    return optuna.load_study(study_name="prune", storage=storage)
+
+
+def by_config(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
+    return {studyio.trial_params(t)["config"]: t for t in studyio.measured_trials(study)}
+
+
+def test_a_trial_far_below_the_best_is_pruned_after_warm_up(tmp_path: Path) -> None:
+    trials = by_config(run(tmp_path, prune_ratio=0.5))
+    assert trials["steady"].state is TrialState.COMPLETE
+    slow = trials["slow"]
+    assert slow.state is TrialState.PRUNED
+    assert slow.user_attrs[studyio.ATTR_STATUS] == "pruned"
+    assert "below" in slow.user_attrs[studyio.ATTR_REASON]
+    assert len(slow.intermediate_values) >= 3  # the warm-up steps, reported to Optuna
+    steady_throughput = studyio.trial_result(trials["steady"]).metrics["throughput"]  # type: ignore[union-attr]
+    assert max(slow.intermediate_values.values()) < 0.5 * steady_throughput
+    assert "timed_steps" not in studyio.trial_result(slow).metrics  # type: ignore[union-attr]
+
+
+def test_pruning_can_be_turned_off(tmp_path: Path) -> None:
+    trials = by_config(run(tmp_path, prune_ratio=0.0))
+    assert trials["slow"].state is TrialState.COMPLETE
+    assert studyio.trial_result(trials["slow"]).metrics["timed_steps"] >= 10  # type: ignore[union-attr]
