@@ -72,10 +72,7 @@ def sweep_summary(summary: Any, storage: str) -> str:
     from autotune.export import redact_url
 
     store = "" if storage == "sqlite:///autotune.db" else f" --storage '{redact_url(storage)}'"
-    lines += [
-        "",
-        summary.leaderboard,
-        "",
-        f"next: autotune export --study {summary.study_name}{store} -o tuned.yaml",
-    ]
+    lines += ["", summary.leaderboard]
+    if storage != "memory":  # an in-memory study is gone when the sweep ends
+        lines += ["", f"next: autotune export --study {summary.study_name}{store} -o tuned.yaml"]
     return "\n".join(lines)

@@ -61,7 +61,7 @@ Device = Literal["cpu", "cuda", "auto"]
 
 DEVICES: tuple[Device, ...] = ("cpu", "cuda", "auto")
 DIRECTIONS: tuple[Direction, ...] = ("maximize", "minimize")
-SAMPLERS = ("tpe", "gp", "cmaes", "random", "grid")
+SAMPLERS = ("auto", "tpe", "gp", "cmaes", "random", "grid")  # auto: see autotune.samplers
 # What a trial reports; constraints may also name others (kernel and replay workloads add theirs).
 METRICS = (
     "throughput", "step_ms_p50", "step_ms_p90", "step_cv", "peak_mem_gib", "compile_s",
@@ -191,7 +191,7 @@ class Budget:
 class SamplerSpec:
     """The Optuna sampler by name (tpe, gp, cmaes, random, grid) and its seed."""
 
-    name: str = "tpe"
+    name: str = "auto"
     seed: int | None = None
 
 
@@ -673,7 +673,7 @@ def _sampler(data: Mapping[str, Any], report: _Report) -> SamplerSpec | None:
     if section is None:
         return None
     _check_keys(section, _SAMPLER_KEYS, "sampler", report)
-    name = _one_of(section.get("name", "tpe"), SAMPLERS, "sampler.name", report)
+    name = _one_of(section.get("name", "auto"), SAMPLERS, "sampler.name", report)
     seed = section.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         report.add("sampler.seed", f"{_quote(seed)} is not an int")

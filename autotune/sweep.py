@@ -195,7 +195,8 @@ class Sweep:
         )
         self.storage = open_storage(options.storage)
         seed = options.seed if options.seed is not None else space.sampler.seed
-        sampler = sampler or make_sampler(space.sampler.name, seed)
+        kinds = {param.kind for param in space.params.values()}
+        sampler = sampler or make_sampler(space.sampler.name, seed, kinds)
         self.study = optuna.create_study(
             storage=self.storage,
             study_name=self.name,

@@ -100,7 +100,7 @@ def test_nested_typos_get_suggestions(tmp_path: Path) -> None:
     text = "\n".join(found)
     assert "workload.preest: unknown key (did you mean 'preset'?)" in text
     assert "budget.trails: unknown key (did you mean 'trials'?)" in text
-    assert "sampler.name: 'tpee' is not one of tpe, gp, cmaes, random, grid (did you mean 'tpe'?)" in text
+    assert "sampler.name: 'tpee' is not one of auto, tpe, gp, cmaes, random, grid (did you mean 'tpe'?)" in text
     assert "params.batch_size.hihg: unknown key (did you mean 'high'?)" in text
     assert "params.batch_size.high: required for a range" in text
 
