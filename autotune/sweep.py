@@ -27,7 +27,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,6 @@ class SweepSummary:
     speedup: float | None = None
     wall_s: float = 0.0
     leaderboard: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def open_storage(url: str) -> optuna.storages.BaseStorage:
@@ -261,10 +260,11 @@ class Sweep:
                 self.space.optuna_params(self.space.default_params()), user_attrs={studyio.ATTR_DEFAULT: True}
             )
         if self.space.sampler.name == "grid" and not trials:
-            for params in self.space.grid():
+            grid = self.space.grid()
+            for params in grid:
                 self.study.enqueue_trial(self.space.optuna_params(params), skip_if_exists=True)
-            if self.budget is None or self.budget > len(self.space.grid()):
-                self.budget = len(self.space.grid())
+            if self.budget is None or self.budget > len(grid):
+                self.budget = len(grid)
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> SweepSummary:
