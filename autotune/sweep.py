@@ -56,6 +56,8 @@ def _heartbeat_api() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+        # CMA-ES learns infeasible trials from the worst-value placeholder instead (see samplers.py).
+        warnings.filterwarnings("ignore", message="Constraints have been set, but CmaEsSampler")
         yield
 
 
