@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_STORAGE",
     "StudyInfo",
     "TrialKind",
+    "feasible_value",
     "load_existing_study",
     "load_study_info",
     "measured_trials",
@@ -100,6 +101,15 @@ def trial_result(trial: FrozenTrial) -> TrialResult | None:
     """The recorded outcome of a finished trial, or None (running, or killed before reporting)."""
     data = trial.user_attrs.get(ATTR_RESULT)
     return TrialResult.from_dict(data) if data else None
+
+
+def feasible_value(trial: FrozenTrial, metric: str) -> float | None:
+    """``metric`` of an ok trial that broke no constraint; None for anything else."""
+    result = trial_result(trial)
+    if result is None or not result.ok or trial.user_attrs.get(ATTR_VIOLATION, 0.0) > 0:
+        return None
+    value = result.metrics.get(metric)
+    return float(value) if isinstance(value, int | float) else None
 
 
 def trial_params(trial: FrozenTrial) -> dict[str, Any]:

@@ -359,11 +359,9 @@ class Sweep:
         sign = 1.0 if direction == "maximize" else -1.0
         best, since = None, 0
         for trial in sorted(studyio.measured_trials(self.study), key=lambda t: t.number):
-            result = studyio.trial_result(trial)
-            feasible = result is not None and result.ok and trial.user_attrs.get(studyio.ATTR_VIOLATION, 0) <= 0
-            value = sign * float(result.metrics[metric]) if feasible and metric in result.metrics else None
-            if value is not None and (best is None or value > best):
-                best, since = value, 0
+            value = studyio.feasible_value(trial, metric)
+            if value is not None and (best is None or sign * value > best):
+                best, since = sign * value, 0
             else:
                 since += 1
         return since
@@ -423,9 +421,7 @@ class Sweep:
         ):
             return None
         values = [
-            float(r.metrics["throughput"])
-            for t in studyio.measured_trials(self.study)
-            if (r := studyio.trial_result(t)) is not None and r.ok and t.user_attrs.get(studyio.ATTR_VIOLATION, 0) <= 0
+            v for t in studyio.measured_trials(self.study) if (v := studyio.feasible_value(t, metric)) is not None
         ]
         return self.options.prune_ratio * max(values) if values else None
 
