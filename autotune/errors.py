@@ -6,7 +6,7 @@ Exceptions are for bad user input and for bugs; a trial that fails on the GPU is
 
 from __future__ import annotations
 
-__all__ = ["AutotuneError", "InvalidCombination", "NumericsError"]
+__all__ = ["AutotuneError", "InvalidCombination", "NumericsError", "first_line"]
 
 
 class AutotuneError(Exception):
@@ -20,3 +20,8 @@ class InvalidCombination(AutotuneError):
 class NumericsError(Exception):
     """Raised inside a trial job: it ran, but its results are not trustworthy (non-finite loss, a
     loss or kernel output too far from the fp32 reference). The job reports status ``numerics``."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message: drivers and compilers append pages of background."""
+    return (str(error).strip().splitlines() or [""])[0]

@@ -17,7 +17,7 @@ import torch
 
 from autotune import knobs as knobs_mod
 from autotune import workloads
-from autotune.errors import AutotuneError, NumericsError
+from autotune.errors import AutotuneError, NumericsError, first_line
 from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
 from autotune.results import Status, TrialResult
@@ -48,15 +48,15 @@ def _is_oom(exc: BaseException) -> bool:
 def classify(exc: BaseException) -> tuple[Status, str]:
     """Map an exception raised by a trial to its status and a one-line reason."""
     chain = _chain(exc)
-    first_line = (str(exc).strip().splitlines() or [""])[0]
-    reason = f"{type(exc).__name__}: {first_line}"
+    message = first_line(exc)
+    reason = f"{type(exc).__name__}: {message}"
     if any(_is_oom(e) for e in chain):  # also when compilation wraps an OOM during autotuning
         oom = next(e for e in chain if _is_oom(e))
-        return Status.OOM, f"{type(oom).__name__}: {(str(oom).strip().splitlines() or [''])[0]}"
+        return Status.OOM, f"{type(oom).__name__}: {first_line(oom)}"
     if isinstance(exc, AutotuneError):
-        return Status.INVALID, first_line
+        return Status.INVALID, message
     if isinstance(exc, NumericsError):
-        return Status.NUMERICS, first_line
+        return Status.NUMERICS, message
     if any(type(e).__module__.startswith(_COMPILE_MODULES) for e in chain):
         return Status.COMPILE_ERROR, reason
     return Status.CRASH, reason

@@ -16,7 +16,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, first_line
 from autotune.results import TrialResult
 
 __all__ = [
@@ -137,8 +137,7 @@ def load_existing_study(name: str, storage: str) -> optuna.Study:
     try:
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     except Exception as exc:  # a bad URL, an unreachable database
-        first_line = (str(exc).strip().splitlines() or [""])[0]  # drivers add lines of background
-        raise AutotuneError(f"cannot open storage {storage!r}: {type(exc).__name__}: {first_line}") from exc
+        raise AutotuneError(f"cannot open storage {storage!r}: {type(exc).__name__}: {first_line(exc)}") from exc
     if name not in names:
         known = ", ".join(sorted(names)) or "none"
         raise AutotuneError(f"no study {name!r} in {storage} (studies there: {known})")

@@ -36,7 +36,7 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from autotune import studyio
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, first_line
 from autotune.export import redact_url
 from autotune.progress import Progress
 from autotune.results import Status, TrialResult
@@ -122,8 +122,9 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
                 heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
             )
         except Exception as exc:  # bad URL, missing driver, unreachable server
-            first_line = (str(exc).strip().splitlines() or [""])[0]
-            raise AutotuneError(f"cannot open storage {redact_url(url)!r}: {type(exc).__name__}: {first_line}") from exc
+            raise AutotuneError(
+                f"cannot open storage {redact_url(url)!r}: {type(exc).__name__}: {first_line(exc)}"
+            ) from exc
 
 
 def _worker_id() -> str:
