@@ -36,7 +36,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import optuna
 import torch
@@ -47,7 +46,7 @@ from autotune import __version__, leaderboard, studyio
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.errors import AutotuneError
 from autotune.results import TrialResult
-from autotune.studyio import StudyInfo
+from autotune.studyio import StudyInfo, redact_url  # re-exported: it was defined here first
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -134,17 +133,6 @@ def _shape_key(M: int, N: int, K: int, dtype: str) -> str:
 
 
 # --- export ------------------------------------------------------------------------------------
-
-
-def redact_url(url: str) -> str:
-    """``url`` without a password (``postgresql://user:secret@host/db`` -> ``postgresql://user@host/db``)."""
-    parts = urlsplit(url)
-    userinfo, at, hostport = parts.netloc.rpartition("@")
-    netloc = f"{userinfo.split(':', 1)[0]}@{hostport}" if at else parts.netloc
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
-    if netloc == parts.netloc and query == urlencode(parse_qsl(parts.query)):
-        return url  # nothing to hide: keep the text exactly as given (sqlite:///autotune.db)
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _is_kernel_workload(info: StudyInfo, result: TrialResult) -> bool:

@@ -69,7 +69,7 @@ def sweep_summary(summary: Any, storage: str) -> str:
     if summary.best_trial is not None:
         speedup = f", {summary.speedup:.2f}x the PyTorch defaults" if summary.speedup else ""
         lines.append(f"best: trial {summary.best_trial} ({summary.best_value:,.6g}{speedup})")
-    from autotune.export import redact_url
+    from autotune.studyio import redact_url
 
     store = "" if storage == "sqlite:///autotune.db" else f" --storage '{redact_url(storage)}'"
     lines += ["", summary.leaderboard]

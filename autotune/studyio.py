@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -27,6 +28,7 @@ __all__ = [
     "load_existing_study",
     "load_study_info",
     "measured_trials",
+    "redact_url",
     "remeasured",
     "store_remeasured",
     "trial_kind",
@@ -137,10 +139,12 @@ def load_existing_study(name: str, storage: str) -> optuna.Study:
     try:
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     except Exception as exc:  # a bad URL, an unreachable database
-        raise AutotuneError(f"cannot open storage {storage!r}: {type(exc).__name__}: {first_line(exc)}") from exc
+        raise AutotuneError(
+            f"cannot open storage {redact_url(storage)!r}: {type(exc).__name__}: {first_line(exc)}"
+        ) from exc
     if name not in names:
         known = ", ".join(sorted(names)) or "none"
-        raise AutotuneError(f"no study {name!r} in {storage} (studies there: {known})")
+        raise AutotuneError(f"no study {name!r} in {redact_url(storage)} (studies there: {known})")
     return optuna.load_study(study_name=name, storage=storage)
 
 
@@ -152,3 +156,14 @@ def remeasured(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any] | None
 
 def store_remeasured(study: optuna.Study, number: int, data: dict[str, Any]) -> None:
     study.set_user_attr(f"{ATTR_REMEASURED}:{number}", data)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without a password (``postgresql://user:secret@host/db`` -> ``postgresql://user@host/db``)."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    netloc = f"{userinfo.split(':', 1)[0]}@{hostport}" if at else parts.netloc
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
+    if netloc == parts.netloc and query == urlencode(parse_qsl(parts.query)):
+        return url  # nothing to hide: keep the text exactly as given (sqlite:///autotune.db)
+    return urlunsplit(parts._replace(netloc=netloc, query=query))

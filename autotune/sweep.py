@@ -37,12 +37,11 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from autotune import studyio
 from autotune.errors import AutotuneError, first_line
-from autotune.export import redact_url
 from autotune.progress import Progress
 from autotune.results import Status, TrialResult
 from autotune.samplers import make_sampler
 from autotune.space import Space
-from autotune.studyio import StudyInfo, TrialKind
+from autotune.studyio import StudyInfo, TrialKind, redact_url
 
 __all__ = ["SweepOptions", "SweepSummary", "open_storage", "run_sweep"]
 
@@ -603,7 +602,7 @@ class Sweep:
         if any(r.rank == 1 for r in rows):
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "best_config.yaml"
-                export(self.study, self.info, path, storage=redact_url(self.options.storage))
+                export(self.study, self.info, path, storage=self.options.storage)  # export redacts it
                 artifacts["best_config.yaml"] = path.read_text()
         return artifacts
 
