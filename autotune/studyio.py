@@ -22,6 +22,7 @@ from autotune.results import TrialResult
 
 __all__ = [
     "DEFAULT_STORAGE",
+    "FINISHED_STATES",
     "StudyInfo",
     "TrialKind",
     "feasible_value",
@@ -50,6 +51,8 @@ ATTR_MLFLOW_RUN = "autotune.mlflow_run_id"
 # Kept on the study as "autotune.remeasured:<trial number>": a finished trial's attributes are immutable.
 ATTR_REMEASURED = "autotune.remeasured"
 STUDY_ATTR_INFO = "autotune.info"
+# States of trials that have an outcome (pruned ones too: they were measured until the warm-up).
+FINISHED_STATES = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 DEFAULT_STORAGE = "sqlite:///autotune.db"  # in the current folder: the embedded default
 
 
@@ -126,10 +129,9 @@ def trial_kind(trial: FrozenTrial) -> TrialKind | None:
 
 def measured_trials(study: optuna.Study) -> list[FrozenTrial]:
     """Finished trials whose outcome was measured (or replayed): what the budget counts."""
-    states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
     return [
         t
-        for t in study.get_trials(deepcopy=False, states=states)
+        for t in study.get_trials(deepcopy=False, states=FINISHED_STATES)
         if trial_kind(t) is TrialKind.MEASURED and ATTR_RESULT in t.user_attrs
     ]
 

@@ -431,7 +431,7 @@ class Sweep:
         def same(trial: FrozenTrial) -> bool:
             return trial.number != number and trial.user_attrs.get(studyio.ATTR_PARAMS) == params
 
-        finished = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        finished = self.study.get_trials(deepcopy=False, states=studyio.FINISHED_STATES)
         measured = (t for t in finished if same(t) and studyio.trial_kind(t) is TrialKind.MEASURED)
         running = (t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if same(t))
         return next(measured, None) or next(running, None)

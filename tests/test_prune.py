@@ -54,3 +54,18 @@ def test_pruning_can_be_turned_off(tmp_path: Path) -> None:
     trials = by_config(run(tmp_path, prune_ratio=0.0))
     assert trials["slow"].state is TrialState.COMPLETE
     assert studyio.trial_result(trials["slow"]).metrics["timed_steps"] >= 10  # type: ignore[union-attr]
+
+
+def test_a_pruned_configuration_is_not_measured_again(tmp_path: Path) -> None:
+    """Pruned trials were measured (up to their warm-up): proposing them again must not re-run them."""
+    space_file = tmp_path / "prune.yaml"
+    text = SPACE.format(marker=tmp_path / "marker").replace("trials: 2", "trials: 3").replace("grid", "random")
+    space_file.write_text(text)  # random re-proposes both configurations; a grid would stop at its size
+    storage = f"sqlite:///{tmp_path}/again.db"
+    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, prune_ratio=0.5, seed=0)
+    with open(os.devnull, "w") as quiet:
+        summary = run_sweep(load_space(space_file), options, Progress(None, None, quiet))
+    study = optuna.load_study(study_name="prune", storage=storage)
+    configs = [studyio.trial_params(t)["config"] for t in studyio.measured_trials(study)]
+    assert sorted(configs) == ["slow", "steady"]  # two configurations, each measured once
+    assert summary.stop_reason.startswith("search space exhausted")
