@@ -79,18 +79,28 @@ def test_quick_sweep_logs_to_a_real_mlflow_server(workdir: Path, mlflow_server: 
     check_mlflow(uri, study)
 
 
+def being_measured(workdir: Path) -> set[int]:
+    """Trials running now whose params were never measured: not duplicates about to be answered at once."""
+    try:
+        study = load_quick_study(workdir)
+    except Exception:  # the study is still being created
+        return set()
+    measured = studyio.measured_trials(study)
+    if len(measured) < 2:
+        return set()
+    seen = [studyio.trial_params(t) for t in measured]
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    return {t.number for t in running if studyio.ATTR_PARAMS in t.user_attrs and studyio.trial_params(t) not in seen}
+
+
 def wait_for_running_trial(workdir: Path, proc: subprocess.Popen[bytes], timeout: float = 120) -> int:
-    """The number of a trial that is running now, after at least two finished."""
+    """A trial being measured now (still running 0.3 s after it was seen), after at least two finished."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        if (workdir / "autotune.db").exists():
-            try:
-                trials = load_quick_study(workdir).get_trials(deepcopy=False)
-            except Exception:  # the study is still being created
-                trials = []
-            running = [t for t in trials if t.state is TrialState.RUNNING and studyio.ATTR_PARAMS in t.user_attrs]
-            if running and len(studyio.measured_trials(load_quick_study(workdir))) >= 2:
-                return running[0].number
+        if (workdir / "autotune.db").exists() and (seen := being_measured(workdir)):
+            time.sleep(0.3)  # a measured trial of quick.yaml takes over a second: this one is mid-trial
+            if still := seen & being_measured(workdir):
+                return min(still)
         time.sleep(0.05)
     pytest.fail(f"no running trial to kill (sweep exit code {proc.poll()})")
 
