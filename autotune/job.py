@@ -10,6 +10,7 @@ import math
 import os
 import resource
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,8 @@ __all__ = ["NumericsError", "check_spec", "classify", "resolve_device", "run_tri
 LOSS_TOLERANCE = {"fp32": 1e-3, "default": 1e-2, "tf32": 1e-2, "fp16": 3e-2, "bf16": 5e-2}
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "out of resource")
 _COMPILE_MODULES = ("torch._dynamo", "torch._inductor", "triton.compiler", "triton.runtime")
+# Inductor's advice to turn TF32 on, printed by every compiled fp32 trial: those trials leave it off on purpose.
+_TF32_HINT = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -211,6 +214,8 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     knobs = knobs_mod.Knobs.from_params(knob_params)
     params = {**knobs.to_params(), **workload_params}
     knobs.check_combination(device.type)
+    if knobs.precision in ("default", "fp32"):
+        warnings.filterwarnings("ignore", message=_TF32_HINT)  # this process runs this one trial only
     torch.manual_seed(spec.seed)
     workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)
     if not isinstance(workload, workloads.Workload):

@@ -6,7 +6,10 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from autotune.studyio import Tally
 
 __all__ = ["Progress", "format_duration"]
 
@@ -33,6 +36,7 @@ class Progress:
     deadline: float | None
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     done: int = 0
+    pruned: int = 0
     failed: int = 0
     skipped: int = 0
     best: str = "none yet"
@@ -55,7 +59,8 @@ class Progress:
 
     def _counts(self) -> str:
         total = f"/{self.budget}" if self.budget is not None else ""
-        return f"[{self.done}{total} done, {self.failed} failed]"
+        pruned = f", {self.pruned} pruned" if self.pruned else ""
+        return f"[{self.done}{total} done{pruned}, {self.failed} failed]"
 
     def _emit(self, line: str) -> None:
         if self.live:
@@ -77,17 +82,15 @@ class Progress:
             self.stream.write("\r\x1b[2K" + self._status[: width - 1])
             self.stream.flush()
 
-    def finished(
-        self, label: str, outcome: str, seconds: float, measured: bool, counts: tuple[int, int], best: str
-    ) -> None:
-        """A trial ended. ``counts`` are the study's measured and failed trials (every worker's);
+    def finished(self, label: str, outcome: str, seconds: float, measured: bool, counts: Tally, best: str) -> None:
+        """A trial ended. ``counts`` tally the study's measured trials (every worker's);
         the ETA uses this worker's measured trials' times."""
         if measured:
             self._own_measured += 1
             self._measured_s += seconds
         else:
             self.skipped += 1
-        self.done, self.failed = counts
+        self.done, self.pruned, self.failed = counts.measured, counts.pruned, counts.failed
         self.best = best
         self._status = f"{self._counts()} best {self.best} | ETA {self.eta()}"
         self._emit(f"{self._counts()} {label}: {outcome} ({format_duration(seconds)}) | best {best}")

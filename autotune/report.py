@@ -60,11 +60,17 @@ def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
     return "\n".join([head, *(f"  {label:<12} {text}" for label, text in rows if text)])
 
 
+def _outcomes(summary: Any) -> str:
+    ok = summary.measured - summary.pruned - summary.failed
+    pruned = f", {summary.pruned} pruned" if summary.pruned else ""
+    return f"{ok} ok{pruned}, {summary.failed} failed"
+
+
 def sweep_summary(summary: Any, storage: str) -> str:
     """The last lines of a sweep: why it stopped, the best trial, the leaderboard, what to run next."""
     lines = [
         f"sweep {summary.study_name}: {summary.stop_reason} in {summary.wall_s / 60:.1f} min; "
-        f"{summary.measured} measured ({summary.failed} failed), {summary.skipped} not run (duplicates, rejected)",
+        f"{summary.measured} measured ({_outcomes(summary)}), {summary.skipped} not run (duplicates, rejected)",
     ]
     if summary.best_trial is not None:
         speedup = f", {summary.speedup:.2f}x the PyTorch defaults" if summary.speedup else ""

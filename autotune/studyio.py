@@ -18,12 +18,13 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.errors import AutotuneError, first_line
-from autotune.results import TrialResult
+from autotune.results import Status, TrialResult
 
 __all__ = [
     "DEFAULT_STORAGE",
     "FINISHED_STATES",
     "StudyInfo",
+    "Tally",
     "TrialKind",
     "feasible_value",
     "load_existing_study",
@@ -32,6 +33,7 @@ __all__ = [
     "redact_url",
     "remeasured",
     "store_remeasured",
+    "tally",
     "trial_kind",
     "trial_params",
     "trial_result",
@@ -134,6 +136,27 @@ def measured_trials(study: optuna.Study) -> list[FrozenTrial]:
         for t in study.get_trials(deepcopy=False, states=FINISHED_STATES)
         if trial_kind(t) is TrialKind.MEASURED and ATTR_RESULT in t.user_attrs
     ]
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How the measured trials ended: ok, pruned (stopped after warm-up, slow) or failed (oom, crash, ...)."""
+
+    measured: int
+    pruned: int
+    failed: int
+
+    @property
+    def ok(self) -> int:
+        return self.measured - self.pruned - self.failed
+
+
+def tally(measured: list[FrozenTrial]) -> Tally:
+    """Count the outcomes of ``measured`` (from :func:`measured_trials`); a pruned trial is not a failure."""
+    statuses = [t.user_attrs.get(ATTR_STATUS) for t in measured]
+    pruned = statuses.count(Status.PRUNED.value)
+    failed = len(statuses) - pruned - statuses.count(Status.OK.value)
+    return Tally(len(measured), pruned, failed)
 
 
 def load_existing_study(name: str, storage: str) -> optuna.Study:

@@ -94,6 +94,7 @@ class SweepSummary:
 
     study_name: str
     measured: int = 0
+    pruned: int = 0
     failed: int = 0
     skipped: int = 0
     stop_reason: str = ""
@@ -550,9 +551,7 @@ class Sweep:
                 outcome += " (WARNING: other processes used the GPU while it was timed: not trustworthy)"
         else:
             outcome = f"{result.status.value}: {result.reason}"
-        measured = studyio.measured_trials(self.study)
-        failed = sum(1 for t in measured if t.user_attrs.get(studyio.ATTR_STATUS) != Status.OK.value)
-        counts = (len(measured), failed)
+        counts = studyio.tally(studyio.measured_trials(self.study))
         self.progress.finished(label, outcome, seconds, kind is TrialKind.MEASURED, counts, self._best_text())
 
     def _catch_up_tracking(self) -> None:
@@ -570,8 +569,8 @@ class Sweep:
 
         rows = leaderboard(self.study, self.info)
         measured = studyio.measured_trials(self.study)
-        summary.measured = len(measured)
-        summary.failed = sum(1 for t in measured if t.user_attrs.get(studyio.ATTR_STATUS) != Status.OK.value)
+        counts = studyio.tally(measured)
+        summary.measured, summary.pruned, summary.failed = counts.measured, counts.pruned, counts.failed
         summary.skipped = len(self.study.get_trials(deepcopy=False)) - len(measured)
         best = next((r for r in rows if r.rank == 1), None)
         if best is not None:
@@ -583,7 +582,12 @@ class Sweep:
         return summary
 
     def _summary_metrics(self, summary: SweepSummary) -> dict[str, float]:
-        metrics = {"trials_measured": summary.measured, "trials_failed": summary.failed, "wall_s": summary.wall_s}
+        metrics = {
+            "trials_measured": summary.measured,
+            "trials_pruned": summary.pruned,
+            "trials_failed": summary.failed,
+            "wall_s": summary.wall_s,
+        }
         if summary.best_trial is not None:
             again = studyio.remeasured(self.study, self.study.trials[summary.best_trial]) or {}
             if "cv" in again:

@@ -187,8 +187,10 @@ class _StopWhenAnswered(Progress):
         super().__init__(None, None, stream=io.StringIO())
         self._answered = answered
 
-    def finished(self, label: str, outcome: str, seconds: float, measured: bool, ok: bool, best: str) -> None:
-        super().finished(label, outcome, seconds, measured, ok, best)
+    def finished(
+        self, label: str, outcome: str, seconds: float, measured: bool, counts: studyio.Tally, best: str
+    ) -> None:
+        super().finished(label, outcome, seconds, measured, counts, best)
         if measured and self._answered():
             raise _Answered
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from optuna.trial import TrialState
 from autotune import studyio
 from autotune.progress import Progress
 from autotune.space import load_space
-from autotune.sweep import SweepOptions, run_sweep
+from autotune.sweep import SweepOptions, SweepSummary, run_sweep
 
 SPACE = """\
 workload: {{name: "trial_workloads:outlier", preset: tiny, args: {{marker: "{marker}"}}}}
@@ -23,14 +24,19 @@ params:
 """
 
 
-def run(tmp_path: Path, prune_ratio: float) -> optuna.Study:
+def sweep(tmp_path: Path, prune_ratio: float) -> tuple[optuna.Study, SweepSummary, str]:
+    """The study, the summary and the progress log of a sweep over ``steady`` and ``slow``."""
     space_file = tmp_path / "prune.yaml"
     space_file.write_text(SPACE.format(marker=tmp_path / "marker"))
     storage = f"sqlite:///{tmp_path}/prune-{prune_ratio}.db"
     options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, prune_ratio=prune_ratio)
-    with open(os.devnull, "w") as quiet:
-        run_sweep(load_space(space_file), options, Progress(None, None, quiet))
-    return optuna.load_study(study_name="prune", storage=storage)
+    log = io.StringIO()
+    summary = run_sweep(load_space(space_file), options, Progress(None, None, log))
+    return optuna.load_study(study_name="prune", storage=storage), summary, log.getvalue()
+
+
+def run(tmp_path: Path, prune_ratio: float) -> optuna.Study:
+    return sweep(tmp_path, prune_ratio)[0]
 
 
 def by_config(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
@@ -48,6 +54,12 @@ def test_a_trial_far_below_the_best_is_pruned_after_warm_up(tmp_path: Path) -> N
     steady_throughput = studyio.trial_result(trials["steady"]).metrics["throughput"]  # type: ignore[union-attr]
     assert max(slow.intermediate_values.values()) < 0.5 * steady_throughput
     assert "timed_steps" not in studyio.trial_result(slow).metrics  # type: ignore[union-attr]
+
+
+def test_a_pruned_trial_is_counted_as_pruned_not_failed(tmp_path: Path) -> None:
+    _, summary, log = sweep(tmp_path, prune_ratio=0.5)
+    assert (summary.measured, summary.pruned, summary.failed) == (2, 1, 0)
+    assert "[2/2 done, 1 pruned, 0 failed]" in log
 
 
 def test_pruning_can_be_turned_off(tmp_path: Path) -> None:
