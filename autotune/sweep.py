@@ -41,6 +41,7 @@ from autotune.progress import Progress
 from autotune.results import Status, TrialResult
 from autotune.samplers import make_sampler
 from autotune.space import Space
+from autotune.sqlitelock import first_open_lock
 from autotune.studyio import StudyInfo, TrialKind, redact_url
 
 __all__ = ["SweepOptions", "SweepSummary", "open_storage", "run_sweep"]
@@ -112,7 +113,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     engine: dict[str, Any] = {}
     if url.startswith("sqlite"):
         engine = {"connect_args": {"timeout": 60}}  # several local workers queue on the file lock
-    with _heartbeat_api():
+    with _heartbeat_api(), first_open_lock(url):
         try:
             return RDBStorage(
                 url,

@@ -26,11 +26,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
+from alembic.util import CommandError
 from mlflow.entities import Metric, Param, Run, RunTag, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient, get_tracking_uri
+from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.results import TrialResult
+from autotune.sqlitelock import first_open_lock
 
 __all__ = ["SweepTracker", "resolve_tracking_uri", "trial_run_name"]
 
@@ -74,8 +77,9 @@ class _MlflowRetryWarningFilter(logging.Filter):
 _RETRY_WARNING_FILTER = _MlflowRetryWarningFilter()
 
 # Errors from an unreachable, restarting or refusing store. requests' exceptions derive from
-# OSError; MLflow wraps connection failures and database errors in MlflowException.
-_MLFLOW_ERRORS = (MlflowException, OSError)
+# OSError; MLflow wraps connection failures and most database errors in MlflowException, but not
+# those of opening a local database (SQLAlchemy's, Alembic's while it builds or migrates the schema).
+_MLFLOW_ERRORS = (MlflowException, OSError, SQLAlchemyError, CommandError)
 
 
 def resolve_tracking_uri(uri: str | None = None) -> str:
@@ -404,7 +408,8 @@ class SweepTracker:
 
     def _client(self) -> MlflowClient:
         if self._client_obj is None:
-            self._client_obj = MlflowClient(tracking_uri=self.tracking_uri)
+            with first_open_lock(self.tracking_uri):  # makes (or migrates) a sqlite database
+                self._client_obj = MlflowClient(tracking_uri=self.tracking_uri)
         return self._client_obj
 
     def _guarded(self, what: str, call: Callable[[], _T]) -> _T | None:

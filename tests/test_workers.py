@@ -1,0 +1,97 @@
+"""Several workers on one study, started together: the README's one-sweep-per-GPU recipe, on the CPU.
+
+Each worker is a real ``autotune sweep`` process; they share the study through its storage (the
+default SQLite file, or PostgreSQL as across hosts) and log to one MLflow store.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+from autotune import studyio
+
+REPO = Path(__file__).resolve().parents[1]
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+WORKERS = 2
+BUDGET = 6
+
+
+def run_workers(workdir: Path, *extra: str) -> None:
+    """Start the workers at the same moment and wait for all of them: each must exit 0."""
+    command = [sys.executable, "-m", "autotune", "sweep", "quick.yaml", "--n-trials", str(BUDGET), *extra]
+    workers = [
+        subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(WORKERS)
+    ]
+    try:
+        errors = [worker.communicate(timeout=600)[1] for worker in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+    for worker, err in zip(workers, errors, strict=True):
+        assert worker.returncode == 0, err
+        assert "Traceback" not in err
+        assert "unreachable" not in err  # MLflow worked for both from the start (no catch-up needed)
+
+
+def check_shared_study(study: optuna.Study, tracking_uri: str) -> None:
+    measured = studyio.measured_trials(study)
+    assert len(measured) == BUDGET  # the workers share one budget, not one each
+    configs = {tuple(sorted(studyio.trial_params(t).items())) for t in measured}
+    assert len(configs) == BUDGET  # no configuration measured by both
+    assert len({t.user_attrs[studyio.ATTR_WORKER] for t in measured}) == WORKERS  # both did work
+
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(f"autotune/{study.study_name}")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("autotune.role") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("autotune.role") == "trial"]
+    assert len(parents) == 1  # one sweep in the UI, however many workers
+    assert sorted(int(r.data.tags["autotune.trial"]) for r in children) == sorted(t.number for t in measured)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    shutil.copy(REPO / "search_spaces" / "quick.yaml", tmp_path / "quick.yaml")
+    return tmp_path
+
+
+def test_workers_started_together_share_the_default_sqlite_study(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both create autotune.db and mlflow.db in a fresh folder at the same moment."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    run_workers(workdir)
+    study = optuna.load_study(study_name="quick", storage=f"sqlite:///{workdir}/autotune.db")
+    check_shared_study(study, f"sqlite:///{workdir}/mlflow.db")
+
+
+@pytest.fixture
+def postgres_study() -> Iterator[tuple[str, str]]:
+    """A study name of its own in the ``test`` database, deleted afterwards."""
+    name = f"workers-{uuid.uuid4().hex[:8]}"
+    try:
+        optuna.get_all_study_summaries(POSTGRES)
+    except Exception as exc:  # no server here: CI and the dev machine have one on 127.0.0.1
+        pytest.skip(f"PostgreSQL at {POSTGRES} is not reachable: {exc}")
+    yield POSTGRES, name
+    optuna.delete_study(study_name=name, storage=POSTGRES)
+
+
+def test_workers_started_together_share_a_postgresql_study(
+    workdir: Path, postgres_study: tuple[str, str], mlflow_server: object
+) -> None:
+    storage, name = postgres_study
+    uri = mlflow_server.uri  # type: ignore[attr-defined]
+    run_workers(workdir, "--storage", storage, "--study", name, "--tracking-uri", uri)
+    check_shared_study(optuna.load_study(study_name=name, storage=storage), uri)
