@@ -100,11 +100,15 @@ def _nvml() -> Any | None:
         return None
 
 
+def _pci_bus_id(device: torch.device) -> str:
+    """The GPU's PCI address, e.g. ``00000000:1b:00.0``: one name for it whatever CUDA_VISIBLE_DEVICES says."""
+    props = torch.cuda.get_device_properties(device)
+    return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+
+
 def _nvml_handle(nvml: Any, device: torch.device) -> Any:
     """The NVML handle of a torch device, matched by PCI bus id (CUDA and NVML indices can differ)."""
-    props = torch.cuda.get_device_properties(device)
-    bus_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-    return nvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
+    return nvml.nvmlDeviceGetHandleByPciBusId(_pci_bus_id(device).encode())
 
 
 @dataclass
@@ -211,6 +215,7 @@ def env_fingerprint(device: torch.device) -> dict[str, Any]:
         env["threads"] = torch.get_num_threads()
         return env
     env["gpu"] = torch.cuda.get_device_name(device)
+    env["gpu_pci_bus_id"] = _pci_bus_id(device)  # which of a host's GPUs measured it (one sweep per GPU)
     env["cuda"] = torch.version.cuda
     env["cudnn"] = torch.backends.cudnn.version()
     nvml = _nvml()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -152,3 +153,5 @@ def test_trial_processes_use_cuda(runner: TrialRunner) -> None:
         result = runner.run(TrialSpec("trial_workloads:tiny_mlp", {}, "tiny", "cuda", measure=FAST), 120)
         assert result.status is Status.OK, result.reason
         assert result.env["gpu"]
+        assert re.fullmatch(r"[0-9a-f]{8}:[0-9a-f]{2}:[0-9a-f]{2}\.0", result.env["gpu_pci_bus_id"])
+        assert result.metrics["gpu_other_processes"] == 0  # NVML watched this trial's own GPU
