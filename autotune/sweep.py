@@ -197,6 +197,7 @@ class Sweep:
             objectives=tuple((o.metric, o.direction) for o in space.objectives),
         )
         self.storage = open_storage(options.storage)
+        self.started_at = time.time()
         seed = options.seed if options.seed is not None else space.sampler.seed
         kinds = {param.kind for param in space.params.values()}
         sampler = sampler or make_sampler(space.sampler.name, seed, kinds)
@@ -386,7 +387,7 @@ class Sweep:
                 self.study.tell(trial, state=TrialState.FAIL)  # bad input or an interrupt: leave nothing RUNNING
             raise
         self._record(trial, params, kind, result, source)
-        self._report(label, kind, result, time.monotonic() - started)
+        self._report(label, kind, result, source, time.monotonic() - started)
         return kind is TrialKind.MEASURED
 
     def _label(self, number: int, params: dict[str, Any]) -> str:
@@ -396,6 +397,10 @@ class Sweep:
 
     def _evaluate(self, trial: Trial, params: dict[str, Any]) -> tuple[TrialKind, TrialResult, FrozenTrial | None]:
         earlier = self._measured_with(params, trial.number)
+        if earlier is not None and self._by_a_concurrent_worker(earlier):
+            # Workers started with the same seed propose in lockstep (TPE's random start-up ignores
+            # the history): the one that collided draws from fresh entropy from now on.
+            self.study.sampler.reseed_rng()
         if earlier is not None and earlier.state is TrialState.RUNNING:
             reason = f"being measured by trial {earlier.number} (another worker)"
             return TrialKind.DUPLICATE, TrialResult.failed(Status.INVALID, reason, params), None
@@ -411,6 +416,21 @@ class Sweep:
                 None,
             )
         return TrialKind.MEASURED, self.executor(params, self.space.budget.trial_timeout_s, self._prune_below()), None
+
+    def _by_a_concurrent_worker(self, trial: FrozenTrial) -> bool:
+        """True for a trial another worker of this sweep is running, or finished while this one ran.
+
+        A single worker never sees one, so its proposals stay exactly those of its seed (a resumed
+        sweep included: trials of the earlier run finished before this worker started).
+        """
+        if trial.state is TrialState.RUNNING:
+            return True
+        finished = trial.datetime_complete
+        return (
+            trial.user_attrs.get(studyio.ATTR_WORKER) != _worker_id()
+            and finished is not None
+            and finished.timestamp() >= self.started_at
+        )
 
     def _prune_below(self) -> float | None:
         """The throughput under which a trial is stopped after warm-up: a fraction of the best so far."""
@@ -539,10 +559,12 @@ class Sweep:
         speedup = f" ({best.speedup:.2f}x default)" if best.speedup else ""
         return f"t{best.trial:03d} {best.value:,.4g} {unit}{speedup}".replace("  ", " ")
 
-    def _report(self, label: str, kind: TrialKind, result: TrialResult, seconds: float) -> None:
+    def _report(
+        self, label: str, kind: TrialKind, result: TrialResult, source: FrozenTrial | None, seconds: float
+    ) -> None:
         metric = self.info.objectives[0][0]
         if kind is TrialKind.DUPLICATE:
-            outcome = "already measured, not run again"
+            outcome = f"same as trial {source.number}, not run again" if source else str(result.reason)
         elif kind is TrialKind.REJECTED:
             outcome = str(result.reason)
         elif result.ok:

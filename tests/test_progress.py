@@ -18,11 +18,11 @@ def test_a_log_file_gets_one_plain_line_per_trial() -> None:
     progress.started("t003 bf16")
     progress.finished("t003 bf16", "ok throughput 1e+05", 12.0, True, Tally(4, 0, 1), "t003 1e+05")
     progress.finished("t004 fp32", "pruned: slow", 7.0, True, Tally(5, 1, 1), "t003 1e+05")
-    progress.finished("t005 bf16", "already measured", 0.0, False, Tally(5, 1, 1), "t003 1e+05")
+    progress.finished("t005 bf16", "same as trial 3, not run again", 0.0, False, Tally(5, 1, 1), "t003 1e+05")
     assert log.getvalue().splitlines() == [
         "[4/20 done, 1 failed] t003 bf16: ok throughput 1e+05 (12s) | best t003 1e+05",
         "[5/20 done, 1 pruned, 1 failed] t004 fp32: pruned: slow (7s) | best t003 1e+05",
-        "[5/20 done, 1 pruned, 1 failed] t005 bf16: already measured (0s) | best t003 1e+05",
+        "[5/20 done, 1 pruned, 1 failed] t005 bf16: same as trial 3, not run again (0s) | best t003 1e+05",
     ]  # no terminal control codes in a file
 
 

@@ -18,6 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from autotune import studyio
+from autotune.studyio import TrialKind
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
@@ -49,6 +50,10 @@ def check_shared_study(study: optuna.Study, tracking_uri: str) -> None:
     configs = {tuple(sorted(studyio.trial_params(t).items())) for t in measured}
     assert len(configs) == BUDGET  # no configuration measured by both
     assert len({t.user_attrs[studyio.ATTR_WORKER] for t in measured}) == WORKERS  # both did work
+    # Same seed, same proposals: in lockstep every configuration was proposed twice (BUDGET
+    # duplicates, seen before the fix); a worker that collides reseeds (1-2 duplicates seen since).
+    duplicates = [t for t in study.get_trials(deepcopy=False) if studyio.trial_kind(t) is TrialKind.DUPLICATE]
+    assert len(duplicates) <= BUDGET // 2
 
     client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name(f"autotune/{study.study_name}")
