@@ -167,7 +167,13 @@ def _compile_seconds(warm_ms: list[float], steady_ms: float) -> float:
 
 
 def _pruned(
-    spec: TrialSpec, warm_ms: list[float], items: int, settings: MeasureSettings, params: dict[str, Any], unit: str
+    spec: TrialSpec,
+    warm_ms: list[float],
+    items: int,
+    settings: MeasureSettings,
+    params: dict[str, Any],
+    unit: str,
+    device: torch.device,
 ) -> TrialResult | None:
     """A pruned result when the settled warm-up throughput is below ``spec.prune_below``, else None.
 
@@ -182,8 +188,14 @@ def _pruned(
     if estimate >= spec.prune_below:
         return None
     reason = f"warm-up throughput {estimate:,.4g} {unit} is below {spec.prune_below:,.4g}"
-    metrics = {"throughput": estimate, "throughput_unit": unit, "warmup_steps": len(warm_ms), "items_per_step": items}
-    return TrialResult(Status.PRUNED, reason, params, metrics, {}, {"warmup_ms": warm_ms})
+    metrics = {
+        "throughput": estimate,
+        "throughput_unit": unit,
+        "warmup_steps": len(warm_ms),
+        "items_per_step": items,
+        "peak_mem_gib": peak_memory_gib(device),
+    }
+    return TrialResult(Status.PRUNED, reason, params, metrics, env_fingerprint(device), {"warmup_ms": warm_ms})
 
 
 def _timed_step_count(warm_ms: list[float], settings: MeasureSettings) -> int:
@@ -247,7 +259,7 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     rel_error = _check_first_loss(float(losses[0]), reference, knobs.precision)
     warm_ms = _warm_up(step, device, settings, first_ms)
     items = batch_size * workload.items_per_sample
-    pruned = _pruned(spec, warm_ms, items, settings, params, workload.unit)
+    pruned = _pruned(spec, warm_ms, items, settings, params, workload.unit, device)
     if pruned is not None:
         return pruned
     telemetry = GpuTelemetry(device)

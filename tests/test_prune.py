@@ -53,7 +53,9 @@ def test_a_trial_far_below_the_best_is_pruned_after_warm_up(tmp_path: Path) -> N
     assert len(slow.intermediate_values) >= 3  # the warm-up steps, reported to Optuna
     steady_throughput = studyio.trial_result(trials["steady"]).metrics["throughput"]  # type: ignore[union-attr]
     assert max(slow.intermediate_values.values()) < 0.5 * steady_throughput
-    assert "timed_steps" not in studyio.trial_result(slow).metrics  # type: ignore[union-attr]
+    pruned = studyio.trial_result(slow)
+    assert pruned is not None and "timed_steps" not in pruned.metrics
+    assert pruned.env["device"] == "cpu" and pruned.metrics["peak_mem_gib"] > 0  # where it ran, what it took
 
 
 def test_a_pruned_trial_is_counted_as_pruned_not_failed(tmp_path: Path) -> None:
