@@ -111,12 +111,18 @@ def _nvml_handle(nvml: Any, device: torch.device) -> Any:
     return nvml.nvmlDeviceGetHandleByPciBusId(_pci_bus_id(device).encode())
 
 
+_PROCESS_POLL_TICKS = 20  # per-process samples are read every second: NVML's buffer holds only a few
+
+
 @dataclass
 class GpuTelemetry:
     """Samples NVML power, utilisation and SM clock on a thread while timed steps run.
 
     Energy comes from the GPU's total-energy counter when it answers (exact), else from the
-    mean of the power samples times the elapsed time.
+    mean of the power samples times the elapsed time. ``gpu_other_processes`` counts the other
+    processes that computed on this GPU during the window, from NVML's per-process utilisation
+    samples; a process that only holds a context (a notebook, the parent of a test) is not one.
+    Where NVML keeps no per-process samples, every other process holding a context counts.
     """
 
     device: torch.device
@@ -124,6 +130,8 @@ class GpuTelemetry:
     metrics: dict[str, float] = field(default_factory=dict)
     _samples: list[tuple[float, float, float]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _busy_others: set[int] | None = field(default_factory=set)  # None: NVML cannot tell
+    _since_us: int = 0
 
     @contextlib.contextmanager
     def window(self) -> Iterator[None]:
@@ -132,8 +140,9 @@ class GpuTelemetry:
             yield
             return
         handle = _nvml_handle(nvml, self.device)
-        others = _other_gpu_processes(nvml, handle)
+        holders = _other_gpu_processes(nvml, handle)
         energy_start = self._energy_mj(nvml, handle)
+        self._since_us = int(time.time() * 1e6)
         thread = threading.Thread(target=self._sample, args=(nvml, handle), daemon=True)
         start = time.perf_counter()
         thread.start()
@@ -148,7 +157,22 @@ class GpuTelemetry:
             self._finish(elapsed, energy_start, energy_end)
             # Anything else computing on this GPU while we time makes the numbers meaningless (seen:
             # two sweeps on one H200, a default trial measured 37% slow). Recorded, for the sweep to flag.
-            self.metrics["gpu_other_processes"] = float(len(others | _other_gpu_processes(nvml, handle)))
+            self._poll_processes(nvml, handle)
+            others = self._busy_others
+            if others is None:
+                others = holders | _other_gpu_processes(nvml, handle)
+            self.metrics["gpu_other_processes"] = float(len(others))
+
+    def _poll_processes(self, nvml: Any, handle: Any) -> None:
+        """Add the other processes with SM activity since the last poll (NVML keeps a few seconds)."""
+        if self._busy_others is None:
+            return
+        polled = _busy_processes(nvml, handle, self._since_us)
+        if polled is None:
+            self._busy_others = None
+            return
+        pids, self._since_us = polled
+        self._busy_others |= pids - {os.getpid()}
 
     @staticmethod
     def _energy_mj(nvml: Any, handle: Any) -> float | None:
@@ -158,7 +182,11 @@ class GpuTelemetry:
             return None
 
     def _sample(self, nvml: Any, handle: Any) -> None:
+        ticks = 0
         while not self._stop.wait(self.interval_s):
+            ticks += 1
+            if ticks % _PROCESS_POLL_TICKS == 0:
+                self._poll_processes(nvml, handle)
             try:
                 power_w = nvml.nvmlDeviceGetPowerUsage(handle) / 1e3
                 util = nvml.nvmlDeviceGetUtilizationRates(handle).gpu
@@ -179,6 +207,21 @@ class GpuTelemetry:
             self.metrics["power_w_mean"] = self.metrics["energy_j"] / elapsed
         elif "power_w_mean" in self.metrics:
             self.metrics["energy_j"] = self.metrics["power_w_mean"] * elapsed
+
+
+def _busy_processes(nvml: Any, handle: Any, since_us: int) -> tuple[set[int], int] | None:
+    """PIDs with SM activity in NVML's per-process samples newer than ``since_us`` (microseconds
+    since the epoch), and the newest sample's time; ``None`` when this GPU or driver keeps none."""
+    try:
+        samples = nvml.nvmlDeviceGetProcessUtilization(handle, since_us)
+    except nvml.NVMLError as exc:
+        if getattr(exc, "value", None) == nvml.NVML_ERROR_NOT_FOUND:
+            return set(), since_us  # no process computed since then
+        return None
+    except Exception:
+        return None
+    pids = {sample.pid for sample in samples if sample.smUtil > 0}
+    return pids, max((int(sample.timeStamp) for sample in samples), default=since_us)
 
 
 def _other_gpu_processes(nvml: Any, handle: Any) -> set[int]:
