@@ -182,18 +182,24 @@ class GpuTelemetry:
             return None
 
     def _sample(self, nvml: Any, handle: Any) -> None:
-        ticks = 0
+        ticks, reads_power = 0, True
         while not self._stop.wait(self.interval_s):
             ticks += 1
             if ticks % _PROCESS_POLL_TICKS == 0:
                 self._poll_processes(nvml, handle)
-            try:
-                power_w = nvml.nvmlDeviceGetPowerUsage(handle) / 1e3
-                util = nvml.nvmlDeviceGetUtilizationRates(handle).gpu
-                clock = nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
-            except Exception:
-                return
-            self._samples.append((power_w, float(util), float(clock)))
+            if reads_power:
+                reads_power = self._read_power(nvml, handle)
+
+    def _read_power(self, nvml: Any, handle: Any) -> bool:
+        """Append a power/utilisation/clock sample; False when this GPU does not report them."""
+        try:
+            power_w = nvml.nvmlDeviceGetPowerUsage(handle) / 1e3
+            util = nvml.nvmlDeviceGetUtilizationRates(handle).gpu
+            clock = nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
+        except Exception:
+            return False
+        self._samples.append((power_w, float(util), float(clock)))
+        return True
 
     def _finish(self, elapsed: float, energy_start: float | None, energy_end: float | None) -> None:
         self.metrics["window_s"] = elapsed
@@ -211,14 +217,17 @@ class GpuTelemetry:
 
 def _busy_processes(nvml: Any, handle: Any, since_us: int) -> tuple[set[int], int] | None:
     """PIDs with SM activity in NVML's per-process samples newer than ``since_us`` (microseconds
-    since the epoch), and the newest sample's time; ``None`` when this GPU or driver keeps none."""
+    since the epoch), and the newest sample's time; ``None`` when this GPU or driver keeps none.
+
+    NOT_FOUND means no process computed since then. Other errors, such as a sample arriving
+    between pynvml's two calls (INSUFFICIENT_SIZE), read as no news: the next poll sees it.
+    """
+    unsupported = (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND, nvml.NVML_ERROR_NO_PERMISSION)
     try:
         samples = nvml.nvmlDeviceGetProcessUtilization(handle, since_us)
     except nvml.NVMLError as exc:
-        if getattr(exc, "value", None) == nvml.NVML_ERROR_NOT_FOUND:
-            return set(), since_us  # no process computed since then
-        return None
-    except Exception:
+        return None if getattr(exc, "value", None) in unsupported else (set(), since_us)
+    except Exception:  # a binding without the call
         return None
     pids = {sample.pid for sample in samples if sample.smUtil > 0}
     return pids, max((int(sample.timeStamp) for sample in samples), default=since_us)

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -34,26 +35,43 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
+# One open handle per database file for the life of the process: closing a file descriptor drops
+# every POSIX lock the process holds on that file, SQLite's own included, so these are never closed.
+_HANDLES: dict[Path, BinaryIO] = {}
+
+
 @contextlib.contextmanager
 def first_open_lock(url: str) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the database file of a SQLite ``url`` while the body runs.
 
-    The file is created empty if missing (SQLite takes an empty file for a new database). flock
-    and SQLite's own POSIX record locks do not interact on Linux, so this only orders first opens.
-    Anything but a local SQLite file, or a file that cannot be opened for writing, runs unlocked:
-    the store's own error, if any, is then the one the user sees.
+    The file is created empty if missing (SQLite takes an empty file for a new database). On a
+    local disk flock and SQLite's own POSIX record locks do not interact, so this only orders
+    first opens. Anything but a local SQLite file, a file that cannot be opened for writing, or
+    a file system without flock runs unlocked: the store's own error, if any, is then the one
+    the user sees.
     """
-    path = sqlite_path(url)
-    handle = None
-    if path is not None:
-        with contextlib.suppress(OSError):
-            handle = path.open("ab")
-    if handle is None:
+    handle = _handle(url)
+    locked = False
+    if handle is not None:
+        with contextlib.suppress(OSError):  # ENOLCK, EOPNOTSUPP on some network file systems
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            locked = True
+    try:
         yield
-        return
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
+    finally:
+        if locked:
+            assert handle is not None
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _handle(url: str) -> BinaryIO | None:
+    path = sqlite_path(url)
+    if path is None:
+        return None
+    key = path.resolve()
+    if key not in _HANDLES:
+        try:
+            _HANDLES[key] = path.open("ab")
+        except OSError:
+            return None
+    return _HANDLES[key]

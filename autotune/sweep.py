@@ -197,7 +197,6 @@ class Sweep:
             objectives=tuple((o.metric, o.direction) for o in space.objectives),
         )
         self.storage = open_storage(options.storage)
-        self.started_at = time.time()
         seed = options.seed if options.seed is not None else space.sampler.seed
         kinds = {param.kind for param in space.params.values()}
         sampler = sampler or make_sampler(space.sampler.name, seed, kinds)
@@ -209,6 +208,9 @@ class Sweep:
             load_if_exists=True,
         )
         self._check_same_study()
+        # Trials numbered from here on were created while this worker runs: a single worker's own,
+        # or another worker's beside it. Earlier ones (a resumed sweep's) never count as concurrent.
+        self.first_new_trial = len(self.study.get_trials(deepcopy=False))
         self.budget = options.n_trials or space.budget.trials
         if self.budget is None and options.timeout_s is None and space.budget.timeout_s is None:
             self.budget = DEFAULT_TRIALS
@@ -418,19 +420,14 @@ class Sweep:
         return TrialKind.MEASURED, self.executor(params, self.space.budget.trial_timeout_s, self._prune_below()), None
 
     def _by_a_concurrent_worker(self, trial: FrozenTrial) -> bool:
-        """True for a trial another worker of this sweep is running, or finished while this one ran.
+        """True for a trial another worker is running, or one another worker created since this one started.
 
-        A single worker never sees one, so its proposals stay exactly those of its seed (a resumed
-        sweep included: trials of the earlier run finished before this worker started).
+        A single worker never sees one, so its proposals stay exactly those of its seed; a resumed
+        sweep's earlier trials, orphans of a killed run included, were created before it started.
         """
         if trial.state is TrialState.RUNNING:
             return True
-        finished = trial.datetime_complete
-        return (
-            trial.user_attrs.get(studyio.ATTR_WORKER) != _worker_id()
-            and finished is not None
-            and finished.timestamp() >= self.started_at
-        )
+        return trial.number >= self.first_new_trial and trial.user_attrs.get(studyio.ATTR_WORKER) != _worker_id()
 
     def _prune_below(self) -> float | None:
         """The throughput under which a trial is stopped after warm-up: a fraction of the best so far."""

@@ -46,7 +46,8 @@ def run_workers(workdir: Path, *extra: str) -> None:
         errors = [worker.communicate(timeout=600)[1] for worker in workers]
     finally:
         for worker in workers:
-            worker.kill()
+            worker.kill()  # no-op for those that exited; a stuck one takes its trial down with it
+            worker.wait()
     for worker, err in zip(workers, errors, strict=True):
         assert worker.returncode == 0, err
         assert "Traceback" not in err
