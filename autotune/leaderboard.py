@@ -134,10 +134,11 @@ class _Measured:
 
 def _collect(study: optuna.Study, info: StudyInfo) -> list[_Measured]:
     out = []
+    study_attrs = study.user_attrs  # one query, not one per trial (the sweep ranks after every trial)
     for trial in studyio.measured_trials(study):
         result = studyio.trial_result(trial)
         assert result is not None  # measured_trials keeps only trials with a result
-        remeasured = studyio.remeasured(study, trial)
+        remeasured = studyio.remeasured(study, trial, study_attrs)
         objectives = tuple(_objective_value(metric, result, remeasured) for metric, _ in info.objectives)
         out.append(_Measured(trial, result, remeasured, objectives))
     return out

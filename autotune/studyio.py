@@ -9,6 +9,7 @@ budget).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -173,9 +174,16 @@ def load_existing_study(name: str, storage: str) -> optuna.Study:
     return optuna.load_study(study_name=name, storage=storage)
 
 
-def remeasured(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any] | None:
-    """The re-measurement of a trial's objective in fresh processes, if the sweep made one."""
-    data = study.user_attrs.get(f"{ATTR_REMEASURED}:{trial.number}") or trial.user_attrs.get(ATTR_REMEASURED)
+def remeasured(
+    study: optuna.Study, trial: FrozenTrial, study_attrs: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The re-measurement of a trial's objective in fresh processes, if the sweep made one.
+
+    ``study_attrs`` is ``study.user_attrs`` read once by a caller that looks up many trials: each
+    read is a query to the storage.
+    """
+    attrs = study.user_attrs if study_attrs is None else study_attrs
+    data = attrs.get(f"{ATTR_REMEASURED}:{trial.number}") or trial.user_attrs.get(ATTR_REMEASURED)
     return dict(data) if data else None
 
 

@@ -309,8 +309,9 @@ class Sweep:
         k, repeats = self.options.remeasure_top, self.options.remeasure_repeats
         top = [r for r in leaderboard(self.study, self.info) if r.rank is not None and r.rank <= k]
         metric = self.info.objectives[0][0]
+        trials = self.study.get_trials(deepcopy=False)  # numbered 0..n-1: a trial's number is its index
         for row in top:
-            trial = self.study.trials[row.trial]
+            trial = trials[row.trial]
             if repeats < 1 or studyio.remeasured(self.study, trial) is not None:
                 continue  # done by an earlier run of this sweep, or by another worker
             self.progress.message(f"re-measuring trial {row.trial} ({repeats}x in fresh processes)")
@@ -609,7 +610,8 @@ class Sweep:
             "wall_s": summary.wall_s,
         }
         if summary.best_trial is not None:
-            again = studyio.remeasured(self.study, self.study.trials[summary.best_trial]) or {}
+            best = self.study.get_trials(deepcopy=False)[summary.best_trial]
+            again = studyio.remeasured(self.study, best) or {}
             if "cv" in again:
                 metrics["best_remeasured_cv"] = again["cv"]
         if summary.best_value is not None:
