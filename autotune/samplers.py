@@ -31,8 +31,6 @@ DEFAULT_SAMPLER = "auto"
 SAMPLER_NAMES = ("auto", "tpe", "gp", "cmaes", "random", "grid")
 ORDERED_KINDS = frozenset({"ordinal", "int", "float", "fixed"})  # what CMA-ES can move through
 CMAES_POPSIZE = 12  # Optuna's default is 8 for five params; 12 found the best sooner (BENCHMARKS.md)
-# The sweep gives infeasible trials the worst feasible value, which is how CMA-ES learns them.
-warnings.filterwarnings("ignore", message="Constraints have been set, but CmaEsSampler")
 
 
 class NoRepeatSampler(BaseSampler):

@@ -50,9 +50,9 @@ log = logging.getLogger(__name__)
 
 
 @contextmanager
-def _heartbeat_api() -> Iterator[None]:
-    """Optuna warns that heartbeats are experimental and meant for study.optimize; they are
-    deliberate here (this ask/tell loop records them itself, see _heartbeat)."""
+def _quiet_optuna() -> Iterator[None]:
+    """Silence Optuna's warnings about what this loop does on purpose: heartbeats outside
+    study.optimize (it records them itself, see _heartbeat), and constraints told to CMA-ES."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
@@ -113,7 +113,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     engine: dict[str, Any] = {}
     if url.startswith("sqlite"):
         engine = {"connect_args": {"timeout": 60}}  # several local workers queue on the file lock
-    with _heartbeat_api(), first_open_lock(url):
+    with _quiet_optuna(), first_open_lock(url):
         try:
             return RDBStorage(
                 url,
@@ -243,7 +243,7 @@ class Sweep:
 
     def _recover_orphans(self) -> None:
         """Fail RUNNING trials of dead local workers at once (others go stale by heartbeat)."""
-        with _heartbeat_api():
+        with _quiet_optuna():
             retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             if not _is_dead_local_worker(trial.user_attrs.get(studyio.ATTR_WORKER)):
@@ -255,7 +255,7 @@ class Sweep:
             retry(self.study, self.storage.get_trial(trial._trial_id))
             self.progress.message(f"trial {trial.number} was left running by a killed sweep: retrying it")
         if isinstance(self.storage, RDBStorage):
-            with _heartbeat_api():
+            with _quiet_optuna():
                 optuna.storages.fail_stale_trials(self.study)
 
     def _enqueue_first_trials(self) -> None:
@@ -288,7 +288,7 @@ class Sweep:
             measured = self._one_trial()
             skips = 0 if measured else skips + 1
             if isinstance(self.storage, RDBStorage):
-                with _heartbeat_api():
+                with _quiet_optuna():
                     optuna.storages.fail_stale_trials(self.study)
         summary.stop_reason = reason
         if not self.options.replay:  # recorded measurements would only repeat themselves
@@ -374,7 +374,7 @@ class Sweep:
 
     def _one_trial(self) -> bool:
         """Ask, evaluate, tell. True when the trial was measured (it counts in the budget)."""
-        with _heartbeat_api():
+        with _quiet_optuna():
             trial = self.study.ask()
         trial.set_user_attr(studyio.ATTR_WORKER, _worker_id())
         started = time.monotonic()
@@ -386,7 +386,7 @@ class Sweep:
                 self.progress.started(label)
                 kind, result, source = self._evaluate(trial, params)
         except BaseException:
-            with _heartbeat_api():
+            with _quiet_optuna():
                 self.study.tell(trial, state=TrialState.FAIL)  # bad input or an interrupt: leave nothing RUNNING
             raise
         self._record(trial, params, kind, result, source)
@@ -524,7 +524,7 @@ class Sweep:
                 attrs[studyio.ATTR_MLFLOW_RUN] = run_id
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
-        with _heartbeat_api():
+        with _quiet_optuna():
             if result.status is Status.PRUNED and kind is TrialKind.MEASURED:
                 self._tell_pruned(trial, result)
             elif violation is None:

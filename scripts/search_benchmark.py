@@ -53,10 +53,8 @@ from autotune.sweep import SweepOptions, run_sweep
 # Some TPE variants below use arguments Optuna 4.9 deprecated (gamma, consider_endpoints): the
 # warning would repeat once per sweep. The table's notes say which rows use them.
 warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
-# Experimental arguments (group, with_margin) and CMA-ES's note that it ignores constraints (the
-# sweep gives infeasible trials the worst value for exactly that reason) would repeat too.
+# Experimental arguments (group, with_margin) would repeat too.
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-warnings.filterwarnings("ignore", message="Constraints have been set, but CmaEsSampler")
 
 TARGET = 0.98  # "within 2% of the best record"
 SPACES = ("shipped", "categorical", "no-rule")
