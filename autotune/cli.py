@@ -161,20 +161,20 @@ def sweep(
 
     space = load_space(space_file, replay=replay is not None)
     options = SweepOptions(
-        study_name,
-        storage,
-        n_trials,
-        timeout,
-        device,
-        seed,
-        replay,
-        not no_mlflow,
-        tracking_uri,
-        memory_cap,
-        remeasure_top,
-        remeasure_repeats,
-        patience,
-        prune_below,
+        study_name=study_name,
+        storage=storage,
+        n_trials=n_trials,
+        timeout_s=timeout,
+        device=device,
+        seed=seed,
+        replay=replay,
+        tracking=not no_mlflow,
+        tracking_uri=tracking_uri,
+        memory_cap_gib=memory_cap,
+        remeasure_top=remeasure_top,
+        remeasure_repeats=remeasure_repeats,
+        patience=patience,
+        prune_ratio=prune_below,
     )
     summary = run_sweep(space, options)
     click.echo(report.sweep_summary(summary, storage))

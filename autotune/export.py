@@ -46,7 +46,7 @@ from autotune import __version__, leaderboard, studyio
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.errors import AutotuneError
 from autotune.results import TrialResult
-from autotune.studyio import StudyInfo, redact_url  # re-exported: it was defined here first
+from autotune.studyio import StudyInfo, redact_url
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -55,7 +55,6 @@ __all__ = [
     "current_env",
     "export",
     "load",
-    "redact_url",
 ]
 
 SCHEMA_VERSION = 1

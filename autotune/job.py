@@ -183,8 +183,7 @@ def _pruned(
     """
     if spec.prune_below is None:
         return None
-    recent = sorted(warm_ms[-settings.settle_window :])
-    estimate = items / (recent[len(recent) // 2] / 1e3)
+    estimate = items / (_settled_ms(warm_ms, settings) / 1e3)
     if estimate >= spec.prune_below:
         return None
     reason = f"warm-up throughput {estimate:,.4g} {unit} is below {spec.prune_below:,.4g}"
@@ -198,12 +197,22 @@ def _pruned(
     return TrialResult(Status.PRUNED, reason, params, metrics, env_fingerprint(device), {"warmup_ms": warm_ms})
 
 
-def _timed_step_count(warm_ms: list[float], settings: MeasureSettings) -> int:
+def _settled_ms(warm_ms: list[float], settings: MeasureSettings) -> float:
+    """The typical step time once warm: the median of the last ``settle_window`` warm-up steps."""
     recent = sorted(warm_ms[-settings.settle_window :])
-    typical_ms = max(recent[len(recent) // 2], 1e-3)
+    return recent[len(recent) // 2]
+
+
+def _timed_step_count(warm_ms: list[float], settings: MeasureSettings) -> int:
+    typical_ms = max(_settled_ms(warm_ms, settings), 1e-3)
     assert settings.min_time_s is not None and settings.min_steps is not None  # for_device() fills them
     wanted = math.ceil(settings.min_time_s * 1e3 / typical_ms)
     return max(settings.min_steps, min(settings.max_steps, wanted))
+
+
+def _overhead(started: float, requested_at: float, setup_s: float) -> dict[str, float]:
+    """What a trial costs besides its steps: process start, then building the workload."""
+    return {"startup_s": started - requested_at, "setup_s": setup_s, "overhead_s": started - requested_at + setup_s}
 
 
 def _measure_kernel(
@@ -211,10 +220,7 @@ def _measure_kernel(
 ) -> TrialResult:
     """A kernel workload: it checks its output against torch and times itself (do_bench, L2 flushed)."""
     setup_s = time.time() - started
-    metrics = dict(kernel.run(device))
-    metrics.update(
-        {"startup_s": started - requested_at, "setup_s": setup_s, "overhead_s": started - requested_at + setup_s}
-    )
+    metrics = {**kernel.run(device), **_overhead(started, requested_at, setup_s)}
     return TrialResult(Status.OK, None, dict(kernel.params), metrics, env_fingerprint(device))
 
 
@@ -280,9 +286,7 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
         "warmup_settled": float(settled(warm_ms, settings.settle_window, settings.settle_tolerance or 0.0)),
         "timed_steps": len(timed_ms),
         "loss_rel_error": rel_error,
-        "startup_s": started - requested_at,
-        "setup_s": setup_s,
-        "overhead_s": started - requested_at + setup_s,
+        **_overhead(started, requested_at, setup_s),
     }
     metrics.update(telemetry.metrics)
     if "energy_j" in telemetry.metrics:

@@ -33,6 +33,7 @@ __all__ = [
     "measured_trials",
     "redact_url",
     "remeasured",
+    "storage_error",
     "store_remeasured",
     "tally",
     "trial_kind",
@@ -165,9 +166,7 @@ def load_existing_study(name: str, storage: str) -> optuna.Study:
     try:
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     except Exception as exc:  # a bad URL, an unreachable database
-        raise AutotuneError(
-            f"cannot open storage {redact_url(storage)!r}: {type(exc).__name__}: {first_line(exc)}"
-        ) from exc
+        raise storage_error(storage, exc) from exc
     if name not in names:
         known = ", ".join(sorted(names)) or "none"
         raise AutotuneError(f"no study {name!r} in {redact_url(storage)} (studies there: {known})")
@@ -189,6 +188,11 @@ def remeasured(
 
 def store_remeasured(study: optuna.Study, number: int, data: dict[str, Any]) -> None:
     study.set_user_attr(f"{ATTR_REMEASURED}:{number}", data)
+
+
+def storage_error(url: str, exc: BaseException) -> AutotuneError:
+    """The one-line error for a storage that cannot be opened, without its password."""
+    return AutotuneError(f"cannot open storage {redact_url(url)!r}: {type(exc).__name__}: {first_line(exc)}")
 
 
 def redact_url(url: str) -> str:

@@ -36,7 +36,7 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from autotune import studyio
-from autotune.errors import AutotuneError, first_line
+from autotune.errors import AutotuneError
 from autotune.progress import Progress
 from autotune.results import Status, TrialResult
 from autotune.samplers import make_sampler
@@ -123,9 +123,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
                 heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
             )
         except Exception as exc:  # bad URL, missing driver, unreachable server
-            raise AutotuneError(
-                f"cannot open storage {redact_url(url)!r}: {type(exc).__name__}: {first_line(exc)}"
-            ) from exc
+            raise studyio.storage_error(url, exc) from exc
 
 
 def _worker_id() -> str:

@@ -23,7 +23,6 @@ from autotune.export import (
     current_env,
     export,
     load,
-    redact_url,
 )
 from autotune.results import Status, TrialResult
 from autotune.studyio import StudyInfo
@@ -148,19 +147,6 @@ def test_export_with_no_feasible_trial(tmp_path: Path, info: StudyInfo) -> None:
     add_trial(s, info, failed(Status.CRASH, "segfault"))
     with pytest.raises(AutotuneError, match="no feasible ok trial"):
         export(s, info, tmp_path / "tuned.yaml")
-
-
-@pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        ("sqlite:///autotune.db", "sqlite:///autotune.db"),
-        ("postgresql://u:p%40ss@h/db", "postgresql://u@h/db"),
-        ("postgresql://u@h:5432/db", "postgresql://u@h:5432/db"),
-        ("mysql://h/db?user=u&password=x&ssl=1", "mysql://h/db?user=u&ssl=1"),
-    ],
-)
-def test_redact_url(url: str, expected: str) -> None:
-    assert redact_url(url) == expected
 
 
 def test_load_missing_file(tmp_path: Path) -> None:
