@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.errors import AutotuneError
 
-__all__ = ["DEFAULT_SAMPLER", "SAMPLER_NAMES", "NoRepeatSampler", "make_sampler"]
+__all__ = ["DEFAULT_SAMPLER", "SAMPLER_NAMES", "DelegatingSampler", "NoRepeatSampler", "make_sampler"]
 
 DEFAULT_SAMPLER = "auto"
 SAMPLER_NAMES = ("auto", "tpe", "gp", "cmaes", "random", "grid")
@@ -33,21 +33,11 @@ ORDERED_KINDS = frozenset({"ordinal", "int", "float", "fixed"})  # what CMA-ES c
 CMAES_POPSIZE = 12  # Optuna's default is 8 for five params; 12 found the best sooner (BENCHMARKS.md)
 
 
-class NoRepeatSampler(BaseSampler):
-    """Wraps a sampler so that its joint (relative) proposals avoid configurations already tried.
+class DelegatingSampler(BaseSampler):
+    """A sampler that passes every call to ``inner``: subclass it and override what changes."""
 
-    The sweep never re-runs a measured configuration, but a repeat still costs an ask and, told
-    again with the earlier values, pulls the sampler further onto the same point: CMA-ES, whose
-    distribution collapses onto one point of a discrete grid, then proposes nothing new until the
-    sweep stops as exhausted. Re-drawing costs nothing for CMA-ES (a draw from its Gaussian); for
-    TPE and GP the re-draw mostly lands on the same point. After ``tries`` draws the last one stands.
-    """
-
-    def __init__(self, inner: BaseSampler, tries: int = 20) -> None:
-        if tries < 1:
-            raise ValueError(f"tries must be >= 1, got {tries=}")
+    def __init__(self, inner: BaseSampler) -> None:
         self.inner = inner
-        self.tries = tries
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return self.inner.infer_relative_search_space(study, trial)
@@ -55,14 +45,7 @@ class NoRepeatSampler(BaseSampler):
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING)
-        tried = [t.params for t in study.get_trials(deepcopy=False, states=states) if t.number != trial.number]
-        params = self.inner.sample_relative(study, trial, search_space)
-        for _ in range(self.tries - 1):
-            if not any(params.items() <= other.items() for other in tried):
-                break
-            params = self.inner.sample_relative(study, trial, search_space)
-        return params
+        return self.inner.sample_relative(study, trial, search_space)
 
     def sample_independent(
         self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
@@ -77,6 +60,35 @@ class NoRepeatSampler(BaseSampler):
 
     def reseed_rng(self) -> None:
         self.inner.reseed_rng()
+
+
+class NoRepeatSampler(DelegatingSampler):
+    """Wraps a sampler so that its joint (relative) proposals avoid configurations already tried.
+
+    The sweep never re-runs a measured configuration, but a repeat still costs an ask and, told
+    again with the earlier values, pulls the sampler further onto the same point: CMA-ES, whose
+    distribution collapses onto one point of a discrete grid, then proposes nothing new until the
+    sweep stops as exhausted. Re-drawing costs nothing for CMA-ES (a draw from its Gaussian); for
+    TPE and GP the re-draw mostly lands on the same point. After ``tries`` draws the last one stands.
+    """
+
+    def __init__(self, inner: BaseSampler, tries: int = 20) -> None:
+        if tries < 1:
+            raise ValueError(f"tries must be >= 1, got {tries=}")
+        super().__init__(inner)
+        self.tries = tries
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING)
+        tried = [t.params for t in study.get_trials(deepcopy=False, states=states) if t.number != trial.number]
+        params = self.inner.sample_relative(study, trial, search_space)
+        for _ in range(self.tries - 1):
+            if not any(params.items() <= other.items() for other in tried):
+                break
+            params = self.inner.sample_relative(study, trial, search_space)
+        return params
 
 
 def _cmaes(seed: int | None) -> BaseSampler:

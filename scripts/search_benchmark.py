@@ -38,15 +38,14 @@ from typing import Any
 import optuna
 import torch
 import yaml
-from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.study import Study
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from autotune import studyio
 from autotune.progress import Progress
 from autotune.replay import ReplayRecords
-from autotune.samplers import NoRepeatSampler, make_sampler
+from autotune.samplers import DelegatingSampler, NoRepeatSampler, make_sampler
 from autotune.space import Space, load_space
 from autotune.sweep import SweepOptions, run_sweep
 
@@ -134,7 +133,7 @@ CONFIGS: tuple[SamplerConfig, ...] = (
 # --- running one sweep ------------------------------------------------------------------------
 
 
-class StudyCatcher(BaseSampler):
+class StudyCatcher(DelegatingSampler):
     """Delegates to ``inner`` and keeps the study it samples for.
 
     run_sweep returns a summary, not the study, and an in-memory study cannot be reopened; the
@@ -142,31 +141,12 @@ class StudyCatcher(BaseSampler):
     """
 
     def __init__(self, inner: BaseSampler) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.study: Study | None = None
-
-    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return self.inner.infer_relative_search_space(study, trial)
-
-    def sample_relative(
-        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
-    ) -> dict[str, Any]:
-        return self.inner.sample_relative(study, trial, search_space)
-
-    def sample_independent(
-        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
-    ) -> Any:
-        return self.inner.sample_independent(study, trial, param_name, param_distribution)
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         self.study = study
-        self.inner.before_trial(study, trial)
-
-    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
-        self.inner.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.inner.reseed_rng()
+        super().before_trial(study, trial)
 
 
 class _Answered(Exception):

@@ -8,26 +8,18 @@ from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
+from trial_workloads import outlier_space
 
 from autotune import studyio
 from autotune.progress import Progress
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, SweepSummary, run_sweep
 
-SPACE = """\
-workload: {{name: "trial_workloads:outlier", preset: tiny, args: {{marker: "{marker}"}}}}
-device: cpu
-budget: {{trials: 2, trial_timeout: 2m}}
-sampler: {{name: grid, seed: 0}}
-params:
-  config: [steady, slow]
-"""
-
 
 def sweep(tmp_path: Path, prune_ratio: float) -> tuple[optuna.Study, SweepSummary, str]:
     """The study, the summary and the progress log of a sweep over ``steady`` and ``slow``."""
     space_file = tmp_path / "prune.yaml"
-    space_file.write_text(SPACE.format(marker=tmp_path / "marker"))
+    space_file.write_text(outlier_space(tmp_path / "marker", ("steady", "slow")))
     storage = f"sqlite:///{tmp_path}/prune-{prune_ratio}.db"
     options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, prune_ratio=prune_ratio)
     log = io.StringIO()
@@ -73,7 +65,11 @@ def test_pruning_can_be_turned_off(tmp_path: Path) -> None:
 def test_a_pruned_configuration_is_not_measured_again(tmp_path: Path) -> None:
     """Pruned trials were measured (up to their warm-up): proposing them again must not re-run them."""
     space_file = tmp_path / "prune.yaml"
-    text = SPACE.format(marker=tmp_path / "marker").replace("trials: 2", "trials: 3").replace("grid", "random")
+    text = (
+        outlier_space(tmp_path / "marker", ("steady", "slow"))
+        .replace("trials: 2", "trials: 3")
+        .replace("grid", "random")
+    )
     space_file.write_text(text)  # random re-proposes both configurations; a grid would stop at its size
     storage = f"sqlite:///{tmp_path}/again.db"
     options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, prune_ratio=0.5, seed=0)

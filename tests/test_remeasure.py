@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+from trial_workloads import outlier_space
 
 from autotune import studyio
 from autotune.export import export, load
@@ -13,19 +14,10 @@ from autotune.progress import Progress
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 
-SPACE = """\
-workload: {{name: "trial_workloads:outlier", preset: tiny, args: {{marker: "{marker}"}}}}
-device: cpu
-budget: {{trials: 2, trial_timeout: 2m}}
-sampler: {{name: grid, seed: 0}}
-params:
-  config: [steady, lucky]
-"""
-
 
 def test_remeasurement_dethrones_a_lucky_first_measurement(tmp_path: Path) -> None:
     space_file = tmp_path / "outlier.yaml"
-    space_file.write_text(SPACE.format(marker=tmp_path / "lucky.marker"))
+    space_file.write_text(outlier_space(tmp_path / "lucky.marker", ("steady", "lucky")))
     storage = f"sqlite:///{tmp_path}/study.db"
     options = SweepOptions(storage=storage, tracking=False, remeasure_top=2, remeasure_repeats=2)
     log = tmp_path / "progress.log"

@@ -105,3 +105,15 @@ def outlier(preset: str = "tiny", config: str = "steady", marker: str = "") -> W
     delays = {"steady": 0.010, "slow": 0.060, "lucky": 0.002 if first_lucky else 0.030}
     delay = delays[config]
     return Workload(_Hook(model, lambda: time.sleep(delay)), make_batch, F.cross_entropy)  # type: ignore[arg-type]
+
+
+def outlier_space(marker: Path, configs: tuple[str, str]) -> str:
+    """A space of two ``outlier`` configurations, a grid measured once each (``marker`` as above)."""
+    return f"""\
+workload: {{name: "trial_workloads:outlier", preset: tiny, args: {{marker: "{marker}"}}}}
+device: cpu
+budget: {{trials: 2, trial_timeout: 2m}}
+sampler: {{name: grid, seed: 0}}
+params:
+  config: [{configs[0]}, {configs[1]}]
+"""
