@@ -1,0 +1,147 @@
+"""Typed params (:class:`ParamSpec`) and how each is encoded for the Optuna sampler.
+
+This is where "how a param is encoded for the sampler" lives: :func:`_suggest` asks Optuna for
+one param and decodes its answer, :func:`_encode` / :func:`_decode` turn a decoded value into the
+value Optuna stores and back (an ordinal param is stored as its choice's index), and
+:meth:`ParamSpec.values` lists a discrete param's values for a grid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from autotune.errors import AutotuneError
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["ParamKind", "ParamSpec"]
+
+ParamKind = Literal["categorical", "int", "float", "ordinal", "fixed"]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that keeps booleans apart from numbers (``True == 1`` in Python)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+def _member(value: Any, values: Iterable[Any]) -> bool:
+    return any(_same(value, v) for v in values)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _show(value: Any) -> str:
+    """A value as it is written in YAML: true, null, bf16, 128."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    return str(value)
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One searched (or fixed) parameter.
+
+    ``choices`` holds the values of categorical, ordinal and fixed params (a fixed param has one);
+    ``low``/``high``/``log``/``step`` describe int and float ranges. ``default`` is the value that
+    stands for "not tuned": the explicit ``default:``, else PyTorch's own value for a knob or the
+    build function's default for a workload argument when the space contains it, else ``None``.
+    ``when`` maps another param's name to the values that make this one present.
+    """
+
+    name: str
+    kind: ParamKind
+    choices: tuple[Any, ...] | None = None
+    low: int | float | None = None
+    high: int | float | None = None
+    log: bool = False
+    step: int | float | None = None
+    default: Any = None
+    when: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def is_active(self, params: Mapping[str, Any]) -> bool:
+        """Whether this param is present given the params chosen before it (its ``when``)."""
+        return all(name in params and _member(params[name], values) for name, values in self.when.items())
+
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` is one this param can take."""
+        if self.choices is not None:
+            return _member(value, self.choices)
+        assert self.low is not None and self.high is not None
+        if not _is_number(value) or not self.low <= value <= self.high:
+            return False
+        if self.kind == "int":
+            return isinstance(value, int) and (value - self.low) % (self.step or 1) == 0
+        if self.step is None:
+            return True
+        index = (value - self.low) / self.step
+        return math.isclose(index, round(index), abs_tol=1e-9)
+
+    def values(self) -> tuple[Any, ...]:
+        """Every value of a discrete param; a continuous float range raises AutotuneError."""
+        if self.choices is not None:
+            return self.choices
+        assert isinstance(self.low, int | float) and isinstance(self.high, int | float)
+        if self.kind == "int":
+            return tuple(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
+        if self.step is None:
+            raise AutotuneError(
+                f"param {self.name}: the float range {self.low}..{self.high} has no finite set of values; "
+                "give it a step or choices"
+            )
+        count = math.floor((self.high - self.low) / self.step + 1e-9) + 1
+        return tuple(round(self.low + i * self.step, 12) for i in range(count))
+
+    def describe(self) -> str:
+        """The values in words, for error messages: ``one of a, b`` or ``an int in [1, 8]``."""
+        if self.choices is not None:
+            return "one of " + ", ".join(_show(c) for c in self.choices)
+        step = f" with step {self.step}" if self.step is not None else ""
+        return f"{'an int' if self.kind == 'int' else 'a number'} in [{self.low}, {self.high}]{step}"
+
+    def first(self) -> Any:
+        """The first choice, or the low end of a range."""
+        return self.choices[0] if self.choices is not None else self.low
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding for Optuna
+
+
+def _suggest(trial: optuna.trial.BaseTrial, spec: ParamSpec) -> Any:
+    """Ask Optuna for one param and decode its answer."""
+    if spec.kind == "fixed":
+        return spec.first()
+    if spec.kind == "ordinal":
+        assert spec.choices is not None
+        return spec.choices[trial.suggest_int(spec.name, 0, len(spec.choices) - 1)]
+    if spec.kind == "categorical":
+        assert spec.choices is not None
+        return trial.suggest_categorical(spec.name, list(spec.choices))
+    assert spec.low is not None and spec.high is not None
+    if spec.kind == "int":
+        return trial.suggest_int(spec.name, int(spec.low), int(spec.high), step=int(spec.step or 1), log=spec.log)
+    return trial.suggest_float(spec.name, spec.low, spec.high, step=spec.step, log=spec.log)
+
+
+def _encode(spec: ParamSpec, value: Any) -> Any:
+    """The value Optuna stores for a decoded one that ``spec`` contains: an ordinal's index, else itself."""
+    if spec.kind != "ordinal":
+        return value
+    assert spec.choices is not None
+    return next(i for i, c in enumerate(spec.choices) if _same(c, value))
+
+
+def _decode(spec: ParamSpec, stored: Any) -> Any:
+    """The inverse of :func:`_encode`: the choice at an ordinal's stored index, else the value itself."""
+    if spec.kind != "ordinal":
+        return stored
+    assert spec.choices is not None
+    return spec.choices[int(stored)]
