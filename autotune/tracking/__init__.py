@@ -1,0 +1,52 @@
+"""MLflow mirror of a sweep: one parent run per study, one child run per trial.
+
+The Optuna study is the truth; MLflow is a mirror of it. Nothing here may make a sweep fail: when
+the tracking server is restarting or unreachable, calls warn once per outage on stderr (through
+``logging``) and return ``None``; the sweep keeps going and catches up later by comparing
+:meth:`SweepTracker.logged_trial_numbers` with the study. Programming errors (``TypeError``,
+``AttributeError`` ...) still raise.
+
+Only :class:`mlflow.tracking.MlflowClient` is used, never MLflow's fluent API: its active-run and
+tracking-URI globals would leak between sweeps and threads that share one process.
+
+Modules, lowest first (each imports only those above it), and where to add what:
+
+- ``schema``: tag keys, run statuses, MLflow's value limits, metric filtering; a new tag key goes here.
+- ``names``: display names of the runs; a new abbreviation in a run name goes here.
+- ``store``: the client behind the outage guard (warn once, cooling, HTTP retries, tracking URI); new
+  kinds of store errors go here, never experiment or run logic.
+- ``experiment``: the experiment ``autotune/<study>``; marking it as a model-training experiment goes here.
+- ``sweep_run``: the sweep's parent run; its markdown description goes in ``start``, a report artifact in
+  ``finish`` (or as one more entry of the ``artifacts`` the sweep passes to :meth:`SweepTracker.finish`).
+- ``trial_runs``: the trials' child runs; a new metric on them, such as ``speedup``, goes in ``TrialBatch``.
+- ``tracker``: :class:`SweepTracker`, the facade the sweep calls; each public method runs one guarded call.
+"""
+
+from __future__ import annotations
+
+from autotune.tracking.names import trial_run_name
+from autotune.tracking.schema import (
+    CHANGED_PARAM_TAG_PREFIX,
+    TAG_PARENT,
+    TAG_REASON,
+    TAG_ROLE,
+    TAG_STATUS,
+    TAG_STUDY,
+    TAG_TRIAL,
+)
+from autotune.tracking.store import HTTP_ENV_DEFAULTS, resolve_tracking_uri
+from autotune.tracking.tracker import SweepTracker
+
+__all__ = [
+    "CHANGED_PARAM_TAG_PREFIX",
+    "HTTP_ENV_DEFAULTS",
+    "TAG_PARENT",
+    "TAG_REASON",
+    "TAG_ROLE",
+    "TAG_STATUS",
+    "TAG_STUDY",
+    "TAG_TRIAL",
+    "SweepTracker",
+    "resolve_tracking_uri",
+    "trial_run_name",
+]

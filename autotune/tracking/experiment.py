@@ -1,0 +1,74 @@
+"""The sweep's MLflow experiment ``autotune/<study>``: found, created (racing other workers) or restored."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+from mlflow.exceptions import MlflowException
+
+from autotune.tracking.schema import TAG_STUDY
+from autotune.tracking.store import GuardedStore
+
+__all__ = ["SweepExperiment"]
+
+_logger = logging.getLogger(__name__)
+
+
+class SweepExperiment:
+    """The experiment of one study; its id is looked up (or the experiment made) on first use.
+
+    Call :meth:`id` inside :meth:`GuardedStore.guarded`: it talks to the store.
+    """
+
+    def __init__(self, store: GuardedStore, study_name: str):
+        self.store = store
+        self.study_name = study_name
+        self.name = f"autotune/{study_name}"
+        self._id: str | None = None
+
+    def id(self) -> str:
+        """The experiment id, creating the experiment if needed (another worker may win the race)."""
+        if self._id is None:
+            self._id = self._find_or_create()
+        return self._id
+
+    def _find_or_create(self) -> str:
+        experiment = self.store.client().get_experiment_by_name(self.name)
+        if experiment is None:
+            return self._create()
+        if experiment.lifecycle_stage == "deleted":
+            # A deleted experiment still holds its name: creating it again would fail forever.
+            _logger.warning("MLflow experiment %r was deleted; restoring it", self.name)
+            self.store.client().restore_experiment(experiment.experiment_id)
+        return experiment.experiment_id
+
+    def _create(self) -> str:
+        client = self.store.client()
+        try:
+            return client.create_experiment(
+                self.name,
+                artifact_location=_local_artifact_location(self.store.tracking_uri, self.study_name),
+                tags={TAG_STUDY: self.study_name},
+            )
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            experiment = client.get_experiment_by_name(self.name)
+            if experiment is None:
+                raise
+            return experiment.experiment_id
+
+
+def _local_artifact_location(tracking_uri: str, study_name: str) -> str | None:
+    """For a local sqlite store: artifacts next to the database, not in whatever folder the sweep
+    was started from (MLflow's client-side default is ``./mlruns`` of the current folder)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    db_path = unquote(tracking_uri.removeprefix("sqlite:///").split("?", 1)[0])
+    if not db_path or db_path == ":memory:":
+        return None
+    safe_name = re.sub(r"[^\w.-]+", "_", study_name)
+    return str(Path(db_path).absolute().parent / "mlruns" / "autotune" / safe_name)

@@ -1,0 +1,55 @@
+"""What autotune writes into MLflow, shared by the sweep's parent run and the trial runs: tag keys, run
+statuses, MLflow's value limits and the numbers that become metrics."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from mlflow.entities import Metric
+
+__all__ = [
+    "CHANGED_PARAM_TAG_PREFIX",
+    "MAX_PARAM_LEN",
+    "MAX_TAG_LEN",
+    "TAG_PARENT",
+    "TAG_REASON",
+    "TAG_ROLE",
+    "TAG_STATUS",
+    "TAG_STUDY",
+    "TAG_TRIAL",
+    "TERMINAL",
+    "clip",
+    "finite_metrics",
+]
+
+TAG_STUDY = "autotune.study"
+TAG_ROLE = "autotune.role"
+TAG_TRIAL = "autotune.trial"
+TAG_STATUS = "autotune.status"
+TAG_REASON = "autotune.reason"
+TAG_PARENT = "mlflow.parentRunId"
+CHANGED_PARAM_TAG_PREFIX = "autotune.param."
+
+# MLflow's own limits (mlflow.utils.validation): longer values are rejected, so they are cut.
+MAX_PARAM_LEN = 6000
+MAX_TAG_LEN = 8000
+TERMINAL = frozenset({"FINISHED", "FAILED", "KILLED"})
+
+
+def clip(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters (ending in ``...``) if longer."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def finite_metrics(values: Mapping[str, Any]) -> list[Metric]:
+    """Finite numbers only: units (strings), flags (bools), NaN and inf are not sortable columns."""
+    now = int(time.time() * 1000)
+    return [
+        Metric(str(key), float(value), now, 0)
+        for key, value in values.items()
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    ]

@@ -1,0 +1,120 @@
+"""The sweep's one door to MLflow: :class:`SweepTracker` puts every call through the outage guard."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+
+from autotune.results import TrialResult
+from autotune.tracking.experiment import SweepExperiment
+from autotune.tracking.schema import TERMINAL, finite_metrics
+from autotune.tracking.store import GuardedStore, resolve_tracking_uri
+from autotune.tracking.sweep_run import SweepRun
+from autotune.tracking.trial_runs import TrialBatch, TrialRuns, series_json
+
+__all__ = ["SweepTracker"]
+
+
+class SweepTracker:
+    """Logs one sweep (an Optuna study) to MLflow: experiment ``autotune/<study>``, a parent run for
+    the sweep and a child run per trial.
+
+    Every public method swallows store outages: it returns ``None`` (or does nothing), warns once per
+    outage, and after a failure skips calls for ``retry_after_s`` so that a sweep of fast trials does
+    not pay a timeout per trial while the server is down. Catch-up is the caller's job: after a
+    successful call, log the study's finished trials missing from :meth:`logged_trial_numbers`;
+    :meth:`log_trial` is idempotent, so logging a trial twice is harmless.
+
+    Safe to share between threads; several trackers (processes, hosts) may log the same study.
+    """
+
+    def __init__(self, study_name: str, tracking_uri: str | None = None, *, retry_after_s: float = 30.0):
+        if not study_name:
+            raise ValueError(f"study_name must not be empty, got {study_name=}")
+        self._store = GuardedStore(resolve_tracking_uri(tracking_uri), retry_after_s)
+        self._experiment = SweepExperiment(self._store, study_name)
+        self._sweep_run = SweepRun(self._store, self._experiment)
+        self._trial_runs = TrialRuns(self._store, self._experiment, self._sweep_run)
+        self.study_name = study_name
+        self.experiment_name = self._experiment.name
+        self.tracking_uri = self._store.tracking_uri
+
+    @property
+    def retry_after_s(self) -> float:
+        """Seconds to skip calls after a failed one while MLflow is unreachable."""
+        return self._store.retry_after_s
+
+    @retry_after_s.setter
+    def retry_after_s(self, value: float) -> None:
+        self._store.retry_after_s = value
+
+    @property
+    def parent_run_id(self) -> str | None:
+        """The sweep's parent run id, once known."""
+        return self._sweep_run.run_id
+
+    @property
+    def reachable(self) -> bool:
+        """False from a failed store call until the next successful one."""
+        return self._store.reachable
+
+    def start(self, params: Mapping[str, str], space_path: Path | None = None) -> str | None:
+        """Find or create the sweep's parent run, log ``params`` and the space file, mark it RUNNING.
+
+        A resumed sweep reuses its parent run (tags ``autotune.study`` and ``autotune.role=sweep``).
+        MLflow params are immutable, so only new ones are logged; a changed value goes to the tag
+        ``autotune.param.<key>`` instead. Returns the parent run id, or ``None`` if MLflow is
+        unreachable (later calls retry the start).
+        """
+        space_text = space_path.read_text() if space_path is not None else None
+        self._sweep_run.prepare(params, space_text)
+        return self._store.guarded("starting the sweep run", self._sweep_run.start)
+
+    def log_trial(
+        self,
+        number: int,
+        result: TrialResult,
+        params: Mapping[str, Any],
+        tags: Mapping[str, str] | None = None,
+        series: Mapping[str, list[float]] | None = None,
+    ) -> str | None:
+        """Log one trial as a child run and return its id (``None`` if MLflow is unreachable).
+
+        Params are the trial's ``params``; metrics the finite numeric entries of ``result.metrics``;
+        tags its status, reason, number, env fingerprint (``env.<key>``) and ``tags``, all in one
+        ``log_batch``. ``series`` (e.g. step times) becomes the artifact ``series.json``. The run
+        ends FINISHED for an ok trial, FAILED otherwise. Idempotent: a trial already logged under
+        this sweep is not logged again, and one left half-logged by an outage is completed.
+        """
+        batch = TrialBatch.build(number, result, params, tags)
+        series_text = series_json(series) if series else None
+        return self._store.guarded(f"logging trial {number}", lambda: self._trial_runs.log(number, batch, series_text))
+
+    def add_trial_metrics(self, number: int, metrics: Mapping[str, float]) -> bool:
+        """Add metrics (e.g. a re-measurement) to the child run of trial ``number``; False if not possible."""
+        return bool(
+            self._store.guarded(f"metrics of trial {number}", lambda: self._trial_runs.add_metrics(number, metrics))
+        )
+
+    def logged_trial_numbers(self) -> set[int] | None:
+        """Numbers of the trials with a complete child run (``None`` if MLflow is unreachable).
+
+        A run left RUNNING by an outage does not count: logging that trial again completes it.
+        """
+        return self._store.guarded("listing logged trials", self._trial_runs.logged_numbers)
+
+    def finish(self, metrics: Mapping[str, float], artifacts: Mapping[str, str], status: str = "FINISHED") -> None:
+        """Log summary ``metrics`` and text ``artifacts`` (``{file name: text}``) on the parent run
+        and end it with ``status`` (FINISHED, FAILED or KILLED)."""
+        if status not in TERMINAL:
+            raise ValueError(f"status must be one of {sorted(TERMINAL)}, got {status=}")
+        entries = finite_metrics(metrics)
+        texts = dict(artifacts)
+        self._store.guarded("finishing the sweep run", lambda: self._sweep_run.finish(entries, texts, status))
+
+    def _client(self) -> MlflowClient:
+        """The shared client (tests patch it); made on first use."""
+        return self._store.client()
