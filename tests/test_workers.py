@@ -22,12 +22,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from autotune import studyio
-from autotune import sweep as sweep_module
 from autotune.progress import Progress
 from autotune.space import load_space
 from autotune.studyio import TrialKind
 from autotune.sweep import Sweep, SweepOptions
-from autotune.sweep import _replay_executor as replay_executor
+from autotune.sweep.executors import replay_executor
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
@@ -122,7 +121,7 @@ params:
 """
 
 
-def test_workers_with_one_seed_stop_proposing_in_lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workers_with_one_seed_stop_proposing_in_lockstep(tmp_path: Path) -> None:
     """Two workers asking in turn: with one seed, the second drew the first's last point every time.
 
     Deterministic: the asks alternate in this process, each worker under its own identity, so
@@ -141,15 +140,11 @@ def test_workers_with_one_seed_stop_proposing_in_lockstep(tmp_path: Path, monkey
     space = load_space(tmp_path / "lockstep.yaml", replay=True)
     records_file = tmp_path / "records.json"
     options = SweepOptions(storage=f"sqlite:///{tmp_path}/lockstep.db", replay=records_file, tracking=False)
-    identity = ["host:1"]
-    monkeypatch.setattr(sweep_module, "_worker_id", lambda: identity[0])
     quiet = Progress(None, None, io.StringIO())
-    first, second = (Sweep(space, options, replay_executor(records_file), quiet) for _ in range(2))
+    first, second = (Sweep(space, options, replay_executor(records_file), quiet, worker=f"host:{i}") for i in (1, 2))
     for _ in range(10):
-        identity[0] = "host:1"
-        first._one_trial()
-        identity[0] = "host:2"
-        second._one_trial()
+        first.one_trial()
+        second.one_trial()
 
     study = optuna.load_study(study_name="lockstep-replay", storage=options.storage)
     duplicates = [

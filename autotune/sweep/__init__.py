@@ -1,0 +1,33 @@
+"""The sweep: an Optuna study whose trials run as isolated, measured trial jobs (or replayed records).
+
+Data flows one way: the space suggests params -> a proposal is answered from an earlier measurement,
+rejected by a feasibility rule, or run by the executor -> the TrialResult is written to the study
+and told to Optuna -> mirrored to MLflow. The Optuna storage is the truth: several workers (one per
+GPU, or on several hosts through PostgreSQL) can share a study, and re-running the same command
+resumes it. After the proposal loop, finishing stages work over what the study holds.
+
+Where things live (and where to add what):
+
+- ``options.py``: :class:`SweepOptions` (what the command line adds to a space) and :class:`SweepSummary`.
+- ``setup.py``: opening or resuming the study, the budget, the default configuration queued first,
+  orphans of killed workers retried.
+- ``storage.py``: the Optuna storage (SQLite in WAL mode), worker identity, heartbeats.
+- ``ledger.py``: :class:`~autotune.sweep.ledger.TrialLedger`, one worker's incremental view of the
+  study; a new per-proposal question about the study is answered there, not by re-reading trials.
+- ``proposals.py``: ask the sampler, decode params, answer repeats, reject infeasible configurations.
+- ``executors.py``: how a measured trial runs (isolated trial processes, or replayed records).
+- ``recorder.py``: a finished trial written to the study, told to Optuna, logged to MLflow; a new
+  per-trial attribute or MLflow field is added here.
+- ``remeasure.py`` and later finishing stages: each a :class:`~autotune.sweep.context.Stage` run
+  in order after the loop (see ``Sweep._stages`` in ``loop.py``).
+- ``summary.py``: the sweep's summary, and the MLflow parent run completed.
+- ``loop.py``: :class:`~autotune.sweep.loop.Sweep`, one worker wiring these together; :func:`run_sweep`.
+"""
+
+from __future__ import annotations
+
+from autotune.sweep.loop import Sweep, run_sweep
+from autotune.sweep.options import SweepOptions, SweepSummary
+from autotune.sweep.storage import open_storage
+
+__all__ = ["Sweep", "SweepOptions", "SweepSummary", "open_storage", "run_sweep"]

@@ -1,0 +1,43 @@
+"""Executors: how a measured trial runs. Real trials in isolated processes, or answers from recorded measurements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from autotune.results import TrialResult
+from autotune.space import Space
+from autotune.sweep.options import Executor, SweepOptions
+
+__all__ = ["replay_executor", "trial_executor"]
+
+
+def trial_executor(space: Space, options: SweepOptions) -> Executor:
+    """Each call runs one trial job in a fresh process forked from a torch-preloaded server."""
+    from autotune.jobspec import TrialSpec
+    from autotune.runner import TrialRunner
+
+    runner = TrialRunner()
+    device = options.device or space.device
+
+    def execute(params: dict[str, Any], timeout_s: float, prune_below: float | None) -> TrialResult:
+        spec = TrialSpec(
+            space.workload.name,
+            params,
+            space.workload.preset,
+            device,
+            dict(space.workload.args),
+            memory_cap_gib=options.memory_cap_gib,
+            prune_below=prune_below,
+        )
+        return runner.run(spec, timeout_s)
+
+    return execute
+
+
+def replay_executor(path: Path) -> Executor:
+    """Each call answers from the records in ``path`` (see :mod:`autotune.replay`); nothing runs."""
+    from autotune.replay import ReplayRecords
+
+    records = ReplayRecords.load(path)
+    return lambda params, _timeout, _prune_below: records.lookup(params)

@@ -1,0 +1,54 @@
+"""What a sweep is asked to do (:class:`SweepOptions`) and what it reports at the end (:class:`SweepSummary`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune import studyio
+from autotune.results import TrialResult
+
+__all__ = ["DEFAULT_TRIALS", "Executor", "SweepOptions", "SweepSummary"]
+
+DEFAULT_TRIALS = 20  # when neither the space nor the command sets a budget
+# How a measured trial runs: (params, timeout in seconds, throughput to prune below) -> its result.
+Executor = Callable[[dict[str, Any], float, float | None], TrialResult]
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """What the command line adds to a space; None means the space's own setting."""
+
+    study_name: str | None = None
+    storage: str = studyio.DEFAULT_STORAGE
+    n_trials: int | None = None
+    timeout_s: float | None = None
+    device: str | None = None
+    seed: int | None = None
+    replay: Path | None = None
+    tracking: bool = True
+    tracking_uri: str | None = None
+    memory_cap_gib: float | None = None
+    remeasure_top: int = 3
+    remeasure_repeats: int = 3
+    patience: int | None = None  # stop after this many measured trials in a row without a new best
+    prune_ratio: float = 0.5  # stop a trial after warm-up below this fraction of the best throughput; 0: never
+
+
+@dataclass
+class SweepSummary:
+    """How a sweep ended, for the command's last lines."""
+
+    study_name: str
+    measured: int = 0
+    pruned: int = 0
+    failed: int = 0
+    skipped: int = 0
+    stop_reason: str = ""
+    best_trial: int | None = None
+    best_value: float | None = None
+    speedup: float | None = None
+    wall_s: float = 0.0
+    leaderboard: str = ""

@@ -1,0 +1,93 @@
+"""Proposals: ask the sampler for a configuration and decide whether it must run.
+
+A proposal that repeats a measured configuration is answered from that measurement; one that
+another worker is measuring right now is answered as a duplicate without waiting; one that breaks
+a feasibility rule of the space is rejected. Neither costs GPU time or counts in the budget. Only
+the rest reach the executor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, Trial, TrialState
+
+from autotune import studyio
+from autotune.results import Status, TrialResult
+from autotune.space import Space
+from autotune.studyio import TrialKind
+from autotune.sweep.ledger import TrialLedger
+from autotune.sweep.storage import quiet_optuna
+
+__all__ = ["Proposal", "Proposer"]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A configuration the sampler proposed for ``trial``, and how it will be answered.
+
+    ``answer`` is the outcome of a proposal that does not run (a duplicate, a rejected
+    configuration); None means the executor measures it. ``source`` is the earlier trial a
+    duplicate was answered from.
+    """
+
+    trial: Trial
+    params: dict[str, Any]
+    kind: TrialKind
+    answer: TrialResult | None = None
+    source: FrozenTrial | None = None
+
+
+class Proposer:
+    """Asks the study's sampler for trials on behalf of one worker, named ``worker`` in the study."""
+
+    def __init__(self, study: optuna.Study, space: Space, ledger: TrialLedger, worker: str) -> None:
+        self.study = study
+        self.space = space
+        self.ledger = ledger
+        self.worker = worker
+        # Trials numbered from here on were created while this worker runs: a single worker's own,
+        # or another worker's beside it. Earlier ones (a resumed sweep's) never count as concurrent.
+        self.first_new_trial = ledger.total
+
+    def ask(self) -> Trial:
+        """A new RUNNING trial of this worker (a queued one first: the default, a retried orphan)."""
+        with quiet_optuna():
+            trial = self.study.ask()
+        trial.set_user_attr(studyio.ATTR_WORKER, self.worker)
+        return trial
+
+    def propose(self, trial: Trial) -> Proposal:
+        """Sample ``trial``'s params and decide how it is answered."""
+        params = self.space.suggest(trial)
+        trial.set_user_attr(studyio.ATTR_PARAMS, params)
+        self.ledger.refresh()  # other workers' trials up to this moment
+        earlier = self.ledger.measured_with(params, trial.number)
+        if earlier is not None and self._by_a_concurrent_worker(earlier):
+            # Workers started with the same seed propose in lockstep (TPE's random start-up ignores
+            # the history): the one that collided draws from fresh entropy from now on.
+            self.study.sampler.reseed_rng()
+        if earlier is not None and earlier.state is TrialState.RUNNING:
+            reason = f"being measured by trial {earlier.number} (another worker)"
+            return Proposal(trial, params, TrialKind.DUPLICATE, TrialResult.failed(Status.INVALID, reason, params))
+        if earlier is not None:
+            answer = studyio.trial_result(earlier)
+            assert answer is not None  # the ledger indexes measured trials with a result only
+            return Proposal(trial, params, TrialKind.DUPLICATE, answer, earlier)
+        feasible, rule = self.space.is_feasible(params)
+        if not feasible:
+            answer = TrialResult.failed(Status.INVALID, f"rejected by rule: {rule}", params)
+            return Proposal(trial, params, TrialKind.REJECTED, answer)
+        return Proposal(trial, params, TrialKind.MEASURED)
+
+    def _by_a_concurrent_worker(self, trial: FrozenTrial) -> bool:
+        """True for a trial another worker is running, or one another worker created since this one started.
+
+        A single worker never sees one, so its proposals stay exactly those of its seed; a resumed
+        sweep's earlier trials, orphans of a killed run included, were created before it started.
+        """
+        if trial.state is TrialState.RUNNING:
+            return True
+        return trial.number >= self.first_new_trial and trial.user_attrs.get(studyio.ATTR_WORKER) != self.worker

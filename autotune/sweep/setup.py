@@ -1,0 +1,110 @@
+"""Before the first proposal: the study opened (or resumed) for a space, its budget, and what it must run first."""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
+
+from autotune import studyio
+from autotune.errors import AutotuneError
+from autotune.progress import Progress
+from autotune.samplers import make_sampler
+from autotune.space import Space
+from autotune.studyio import StudyInfo
+from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions
+from autotune.sweep.storage import is_dead_local_worker, open_storage, quiet_optuna
+
+__all__ = ["enqueue_first_trials", "open_study", "recover_orphans", "study_info", "trial_budget"]
+
+
+def study_info(space: Space, options: SweepOptions) -> StudyInfo:
+    """What the study is made for, as stored on it."""
+    return StudyInfo(
+        workload=space.workload.name,
+        preset=space.workload.preset,
+        device=options.device or space.device,
+        space_path=str(space.path),
+        space_text=space.text,
+        objectives=tuple((o.metric, o.direction) for o in space.objectives),
+    )
+
+
+def open_study(
+    space: Space, options: SweepOptions, info: StudyInfo, sampler: optuna.samplers.BaseSampler | None
+) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
+    """Create the study, or load it to resume; a study made for another workload is bad input."""
+    name = options.study_name or space.path.stem + ("-replay" if options.replay else "")
+    storage = open_storage(options.storage)
+    seed = options.seed if options.seed is not None else space.sampler.seed
+    kinds = {param.kind for param in space.params.values()}
+    study = optuna.create_study(
+        storage=storage,
+        study_name=name,
+        directions=space.directions,
+        sampler=sampler or make_sampler(space.sampler.name, seed, kinds),
+        load_if_exists=True,
+    )
+    _check_same_study(study, info, options.storage)
+    return study, storage
+
+
+def _check_same_study(study: optuna.Study, info: StudyInfo, storage: str) -> None:
+    stored = studyio.load_study_info(study)
+    if stored is None:
+        study.set_user_attr(studyio.STUDY_ATTR_INFO, info.to_dict())
+        return
+    if (stored.workload, stored.preset, stored.objectives) != (info.workload, info.preset, info.objectives):
+        raise AutotuneError(
+            f"study {study.study_name!r} in {storage} was made for {stored.workload} "
+            f"({stored.preset}, objectives {list(stored.objectives)}); use --study NAME for a new one"
+        )
+
+
+def trial_budget(space: Space, options: SweepOptions) -> tuple[int | None, float | None]:
+    """Measured trials in all (None: no limit) and the wall-clock deadline (None: none)."""
+    budget = options.n_trials or space.budget.trials
+    timeout = options.timeout_s or space.budget.timeout_s
+    if budget is None and timeout is None:
+        budget = DEFAULT_TRIALS
+    return budget, time.time() + timeout if timeout else None
+
+
+def recover_orphans(study: optuna.Study, storage: optuna.storages.BaseStorage, progress: Progress) -> None:
+    """Fail RUNNING trials of dead local workers at once (others go stale by heartbeat) and retry them."""
+    with quiet_optuna():
+        retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not is_dead_local_worker(trial.user_attrs.get(studyio.ATTR_WORKER)):
+            continue
+        try:
+            storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue
+        retry(study, storage.get_trial(trial._trial_id))
+        progress.message(f"trial {trial.number} was left running by a killed sweep: retrying it")
+    fail_stale_trials(study, storage)
+
+
+def fail_stale_trials(study: optuna.Study, storage: optuna.storages.BaseStorage) -> None:
+    """Fail (and retry) trials whose worker stopped sending heartbeats, on any host."""
+    if isinstance(storage, RDBStorage):
+        with quiet_optuna():
+            optuna.storages.fail_stale_trials(study)
+
+
+def enqueue_first_trials(study: optuna.Study, space: Space, budget: int | None) -> int | None:
+    """Queue the PyTorch-default configuration first (every leaderboard shows the speedup over it)
+    and, for a grid sampler, every point of the grid; returns the budget, capped by the grid's size."""
+    trials = study.get_trials(deepcopy=False)
+    if not any(t.user_attrs.get(studyio.ATTR_DEFAULT) for t in trials):
+        study.enqueue_trial(space.optuna_params(space.default_params()), user_attrs={studyio.ATTR_DEFAULT: True})
+    if space.sampler.name == "grid" and not trials:
+        grid = space.grid()
+        for params in grid:
+            study.enqueue_trial(space.optuna_params(params), skip_if_exists=True)
+        if budget is None or budget > len(grid):
+            budget = len(grid)
+    return budget
