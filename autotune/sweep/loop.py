@@ -171,7 +171,7 @@ class Sweep:
 
 
 def _label(number: int, params: dict[str, object]) -> str:
-    from autotune.tracking.names import trial_run_name
+    from autotune.labels import trial_run_name
 
     return trial_run_name(number, params)
 

@@ -9,10 +9,10 @@ the tracking server is restarting or unreachable, calls warn once per outage on 
 Only :class:`mlflow.tracking.MlflowClient` is used, never MLflow's fluent API: its active-run and
 tracking-URI globals would leak between sweeps and threads that share one process.
 
-Modules, lowest first (each imports only those above it), and where to add what:
+Modules, lowest first (each imports only those above it), and where to add what (run names and
+their abbreviations are in :mod:`autotune.labels`, shared with the progress lines):
 
 - ``schema``: tag keys, run statuses, MLflow's value limits, metric filtering; a new tag key goes here.
-- ``names``: display names of the runs; a new abbreviation in a run name goes here.
 - ``store``: the client behind the outage guard (warn once, cooling, HTTP retries, tracking URI); new
   kinds of store errors go here, never experiment or run logic.
 - ``experiment``: the experiment ``autotune/<study>``; marking it as a model-training experiment goes here.
@@ -24,7 +24,7 @@ Modules, lowest first (each imports only those above it), and where to add what:
 
 from __future__ import annotations
 
-from autotune.tracking.names import trial_run_name
+from autotune.labels import trial_run_name
 from autotune.tracking.schema import (
     CHANGED_PARAM_TAG_PREFIX,
     TAG_PARENT,

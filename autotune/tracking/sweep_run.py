@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 from mlflow.entities import Metric, Param, Run, RunTag, ViewType
 
+from autotune.labels import sweep_run_name
 from autotune.tracking.experiment import SweepExperiment
-from autotune.tracking.names import sweep_run_name
 from autotune.tracking.schema import CHANGED_PARAM_TAG_PREFIX, MAX_PARAM_LEN, TAG_ROLE, TAG_STUDY, clip
 from autotune.tracking.store import GuardedStore
 

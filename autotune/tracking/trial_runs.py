@@ -11,9 +11,9 @@ from typing import Any
 
 from mlflow.entities import Metric, Param, Run, RunTag, ViewType
 
+from autotune.labels import trial_run_name
 from autotune.results import TrialResult
 from autotune.tracking.experiment import SweepExperiment
-from autotune.tracking.names import trial_run_name
 from autotune.tracking.schema import (
     MAX_PARAM_LEN,
     MAX_TAG_LEN,

@@ -1,11 +1,12 @@
-"""Display names of the runs in MLflow's run list; nothing here is read back."""
+"""Short labels of trials and sweeps, for progress lines and MLflow's run list; nothing here is read back.
+
+Import-light on purpose (no MLflow): a sweep without tracking labels its trials too.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-from autotune.tracking.schema import clip
 
 __all__ = ["sweep_run_name", "trial_run_name"]
 
@@ -38,7 +39,8 @@ def trial_run_name(number: int, params: Mapping[str, Any]) -> str:
         for key, value in rest.items()
         if value is not None and not _is_name_default(key, value)
     )
-    return clip(" ".join(parts), _MAX_RUN_NAME_LEN)
+    text = " ".join(parts)
+    return text if len(text) <= _MAX_RUN_NAME_LEN else text[: _MAX_RUN_NAME_LEN - 3] + "..."
 
 
 def _knob_parts(rest: dict[str, Any]) -> list[str]:
