@@ -1,9 +1,13 @@
-"""Triton kernels whose block sizes autotune tunes, each with its torch reference.
+"""Triton kernels: ours, whose block sizes autotune tunes, and the machinery for users' kernels.
 
-Each kernel module offers the kernel call, a ``check`` against torch, a ``bench`` and a
-shared-memory estimate that lets a sampler reject configurations that cannot launch.
+- ``matmul``: the grouped matmul with its torch reference, check, benchmark and shared-memory estimate.
+- ``listing``: a kernel a space lists (``package.module:kernel``) as search params: an autotuned
+  kernel's configs as one readable categorical param, a declared kernel's values as ordinal params.
+- ``declare``: :func:`~autotune.kernels.declare.tunable`, declaring a kernel by its ordered values.
+- ``pinning``: a kernel pinned to one config (no benchmarking at launch), recording its shape keys;
+  production pinning that falls back, with a warning, on shapes never measured.
 """
 
 from __future__ import annotations
 
-__all__ = ["matmul"]
+__all__ = ["declare", "listing", "matmul", "pinning"]

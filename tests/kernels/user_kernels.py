@@ -1,0 +1,47 @@
+"""A user's Triton kernels, as a space would list them: ``triton.autotune``-decorated and declared with ``tunable``.
+
+Each kernel also writes the BLOCK_SIZE it was launched with to ``meta_ptr``, so a test can tell
+which config ran.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from autotune.kernels.declare import tunable
+
+
+@triton.jit
+def _scaled_add(x_ptr, y_ptr, out_ptr, meta_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, 2.0 * x + y, mask=mask)
+    if tl.program_id(0) == 0:
+        tl.store(meta_ptr, BLOCK_SIZE)
+
+
+scaled_add = triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_SIZE": 16}, num_warps=1, num_stages=1),
+        triton.Config({"BLOCK_SIZE": 32}, num_warps=2, num_stages=1),
+        triton.Config({"BLOCK_SIZE": 64}, num_warps=4, num_stages=2),
+    ],
+    key=["n"],
+)(_scaled_add)
+
+declared_add = tunable(
+    key=["n"], BLOCK_SIZE=[16, 32, 64, 128], num_warps=[1, 2, 4], feasibility="BLOCK_SIZE >= 16 * num_warps"
+)(_scaled_add)
+
+
+def launch(kernel: object, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``2x + y`` through ``kernel``, and the BLOCK_SIZE that ran."""
+    out = torch.empty_like(x)
+    meta = torch.zeros(1, dtype=torch.int32)
+    n = x.numel()
+    kernel[lambda meta_args: (triton.cdiv(n, meta_args["BLOCK_SIZE"]),)](x, y, out, meta, n)  # type: ignore[index]
+    return out, int(meta.item())
