@@ -33,7 +33,7 @@ from autotune.report import format_params
 from autotune.results import Status, TrialResult
 from autotune.studyio import StudyInfo
 
-__all__ = ["LeaderboardRow", "best_trial", "choose", "leaderboard", "render"]
+__all__ = ["LeaderboardRow", "best_trial", "choose", "leaderboard", "objective_value", "render", "speedup"]
 
 Format = Literal["table", "json", "csv"]
 FORMATS: tuple[Format, ...] = ("table", "json", "csv")
@@ -85,7 +85,7 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _objective_value(metric: str, result: TrialResult, remeasured: Mapping[str, Any] | None) -> float | None:
+def objective_value(metric: str, result: TrialResult, remeasured: Mapping[str, Any] | None) -> float | None:
     """The value of one objective: the re-measured median when that metric was re-measured."""
     if remeasured and remeasured.get("metric", metric) == metric and _number(remeasured.get("median")):
         return _number(remeasured["median"])
@@ -96,7 +96,8 @@ def _better(a: float, b: float, direction: str) -> bool:
     return a > b if direction == "maximize" else a < b
 
 
-def _speedup(value: float | None, baseline: float | None, direction: str) -> float | None:
+def speedup(value: float | None, baseline: float | None, direction: str) -> float | None:
+    """``value`` over the PyTorch-default ``baseline``, so that > 1 is better in either direction."""
     if value is None or baseline is None:
         return None
     ratio = (value, baseline) if direction == "maximize" else (baseline, value)
@@ -139,7 +140,7 @@ def _collect(study: optuna.Study, info: StudyInfo) -> list[_Measured]:
         result = studyio.trial_result(trial)
         assert result is not None  # measured_trials keeps only trials with a result
         remeasured = studyio.remeasured(study, trial, study_attrs)
-        objectives = tuple(_objective_value(metric, result, remeasured) for metric, _ in info.objectives)
+        objectives = tuple(objective_value(metric, result, remeasured) for metric, _ in info.objectives)
         out.append(_Measured(trial, result, remeasured, objectives))
     return out
 
@@ -192,7 +193,7 @@ def leaderboard(study: optuna.Study, info: StudyInfo) -> list[LeaderboardRow]:
             reason=m.trial.user_attrs.get(studyio.ATTR_REASON) or m.result.reason,
             metrics=dict(m.result.metrics),
             value=m.value if m.result.ok else None,
-            speedup=_speedup(m.value, baseline, directions[0]) if m.result.ok else None,
+            speedup=speedup(m.value, baseline, directions[0]) if m.result.ok else None,
             remeasured=m.remeasured,
             pareto=m.trial.number in front,
             default=m.is_default,

@@ -16,7 +16,6 @@ several workers on one study still see each other's work at every refresh.
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune import studyio
+from autotune.leaderboard import objective_value, speedup
 from autotune.results import Status, TrialResult
 from autotune.studyio import Tally, TrialKind
 
@@ -69,7 +69,8 @@ class TrialLedger:
         self._by_params: dict[_Key, FrozenTrial] = {}
         self._statuses: dict[str, int] = {}
         self._worst: list[float] | None = None
-        self._medians = _remeasured_medians(study, self.objectives[0][0])
+        self._study_attrs = study.user_attrs  # re-measurements stored before this worker started
+        self._remeasured: dict[int, dict[str, Any]] = {}
         self.refresh()
 
     # -- reading -----------------------------------------------------------------------------------
@@ -94,8 +95,6 @@ class TrialLedger:
             return
         metric = self.objectives[0][0]
         entry = MeasuredTrial(trial, result, studyio.feasible_value(trial, metric))
-        if (legacy := trial.user_attrs.get(studyio.ATTR_REMEASURED)) and entry.number not in self._medians:
-            self.note_remeasured(entry.number, legacy)  # stored on the trial by early versions
         bisect.insort(self._measured, entry, key=lambda m: m.number)
         status = str(trial.user_attrs.get(studyio.ATTR_STATUS))
         self._statuses[status] = self._statuses.get(status, 0) + 1
@@ -114,9 +113,7 @@ class TrialLedger:
 
     def note_remeasured(self, number: int, data: Mapping[str, Any]) -> None:
         """A finishing stage re-measured trial ``number``: rank it by the median from now on."""
-        median = data.get("median")
-        if isinstance(median, int | float) and data.get("metric", self.objectives[0][0]) == self.objectives[0][0]:
-            self._medians[number] = float(median)
+        self._remeasured[number] = dict(data)
 
     # -- what proposals ask ------------------------------------------------------------------------
     @property
@@ -171,32 +168,9 @@ class TrialLedger:
         value, best = min(ranked, key=lambda pair: (sign * pair[0], pair[1].number))
         default = next((m for m in self._measured if m.trial.user_attrs.get(studyio.ATTR_DEFAULT)), None)
         baseline = self._ranking_value(default) if default is not None and default.result.ok else None
-        return best, value, _speedup(value, baseline, self.objectives[0][1])
+        return best, value, speedup(value, baseline, self.objectives[0][1])
 
     def _ranking_value(self, entry: MeasuredTrial) -> float | None:
         """The value the leaderboard ranks by: the re-measured median, else the first measurement."""
-        median = self._medians.get(entry.number)
-        if median is not None:
-            return median
-        value = entry.result.metrics.get(self.objectives[0][0])
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _speedup(value: float, baseline: float | None, direction: str) -> float | None:
-    if baseline is None or not math.isfinite(baseline):
-        return None
-    ratio = (value, baseline) if direction == "maximize" else (baseline, value)
-    return ratio[0] / ratio[1] if ratio[1] > 0 else None
-
-
-def _remeasured_medians(study: optuna.Study, metric: str) -> dict[int, float]:
-    """Medians of re-measurements already stored on the study (a resumed sweep's), by trial number."""
-    prefix = f"{studyio.ATTR_REMEASURED}:"
-    out: dict[int, float] = {}
-    for key, data in study.user_attrs.items():
-        number = key.removeprefix(prefix)
-        if key.startswith(prefix) and number.isdigit() and isinstance(data, dict):
-            median = data.get("median")
-            if isinstance(median, int | float) and data.get("metric", metric) == metric:
-                out[int(number)] = float(median)
-    return out
+        again = self._remeasured.get(entry.number) or studyio.remeasured(self.study, entry.trial, self._study_attrs)
+        return objective_value(self.objectives[0][0], entry.result, again)
