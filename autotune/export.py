@@ -16,7 +16,8 @@ The file is YAML::
     workload: {name: resnet50, preset: full}
     knobs: {batch_size: 256, precision: bf16, memory_format: channels_last, ...}
     params: {}                  # the workload's own tuned parameters
-    kernels: {}                 # {kernel: {"MxNxK:dtype": {BLOCK_M: ..., ...}}} for kernel workloads
+    kernels: {}                 # listed Triton kernels: {"pkg.mod:kernel": {kwargs, num_warps, num_stages,
+                                #   shape_keys}}; the matmul workload: {kernel: {"MxNxK:dtype": {BLOCK_M: ...}}}
     provenance: {study: ..., storage: ..., trial: 17, metrics: {...}, env: {...}, ...}
 
 Loading a file measured on another GPU or software stack warns (:class:`EnvMismatchWarning`):
@@ -78,7 +79,7 @@ class TunedConfig:
     knobs: dict[str, Any]
     params: dict[str, Any] = field(default_factory=dict)
     workload: dict[str, Any] = field(default_factory=dict)
-    kernels: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
@@ -108,7 +109,11 @@ class TunedConfig:
         if device_type is None:
             first = next(model.parameters(), None)
             device_type = first.device.type if first is not None else "cpu"
-        return knobs_mod.apply(model, optimizer, self.to_knobs(), device_type)
+        from autotune.kernels.pinning import pin_tuned
+
+        applied = knobs_mod.apply(model, optimizer, self.to_knobs(), device_type)
+        pin_tuned(self.kernels)  # listed Triton kernels launch their tuned configs, without autotuning
+        return applied
 
     def kernel_config(self, kernel: str, M: int, N: int, K: int, dtype: str | torch.dtype) -> dict[str, int] | None:
         """The tuned block sizes of ``kernel`` for this shape and dtype, or None when not tuned for it."""
@@ -146,11 +151,20 @@ def _kernels(info: StudyInfo, result: TrialResult) -> dict[str, dict[str, dict[s
     # Imported here: it imports Triton, which a training workload's export does not need.
     from autotune.workloads.triton_matmul import SHAPES
 
-    if info.preset not in SHAPES:
+    if all(k in params for k in ("M", "N", "K")):  # a shape from the space's args or params
+        M, N, K = (int(params[k]) for k in ("M", "N", "K"))
+    elif info.preset in SHAPES:
+        M, N, K = SHAPES[info.preset]
+    else:
         return {}
-    M, N, K = SHAPES[info.preset]
     config = {key: int(params[key]) for key in _KERNEL_KEYS}
     return {"triton_matmul": {_shape_key(M, N, K, str(params["dtype"])): config}}
+
+
+def _listed_kernels(result: TrialResult) -> dict[str, Any]:
+    """The space's listed Triton kernels: import path -> the config the trial pinned, and the shape keys it ran on."""
+    keep = ("kwargs", "num_warps", "num_stages", "shape_keys")
+    return {path: {key: pinned[key] for key in keep if key in pinned} for path, pinned in result.kernels.items()}
 
 
 def _trial_metrics(info: StudyInfo, row: leaderboard.LeaderboardRow) -> dict[str, Any]:
@@ -191,11 +205,12 @@ def _config(study: optuna.Study, info: StudyInfo, row: leaderboard.LeaderboardRo
     resolved = {k: v for k, v in result.params.items() if v is not None}
     tuned_knobs = {k: resolved[k] for k in knobs_mod.KNOB_SPECS if k in resolved}  # in the knobs' own order
     knobs_mod.Knobs.from_params(tuned_knobs)  # refuse to write what load() would reject
+    kernel_params = {name for pinned in result.kernels.values() for name in pinned.get("params", [])}
     return TunedConfig(
         knobs=tuned_knobs,
-        params={k: v for k, v in resolved.items() if k not in knobs_mod.KNOB_SPECS},
+        params={k: v for k, v in resolved.items() if k not in knobs_mod.KNOB_SPECS and k not in kernel_params},
         workload={"name": info.workload, "preset": info.preset},
-        kernels=_kernels(info, result),
+        kernels={**_kernels(info, result), **_listed_kernels(result)},
         provenance=_provenance(study, info, row, trial, storage),
     )
 

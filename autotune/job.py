@@ -20,6 +20,7 @@ from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError, first_line
 from autotune.jobspec import MeasureSettings, TrialSpec
+from autotune.kernels.pinning import TrialPins
 from autotune.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
 from autotune.results import Status, TrialResult
 
@@ -225,12 +226,23 @@ def _measure_kernel(
 
 
 def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> TrialResult:
+    """Pin the listed kernels (before the workload is built: they may launch while it is), then measure."""
     started = time.time()
+    pins = TrialPins.pin_all(spec.kernels, spec.params)
+    result = _measure_pinned(spec, device, started, requested_at, pins.params)
+    result.kernels, result.warnings = pins.record()
+    return result
+
+
+def _measure_pinned(
+    spec: TrialSpec, device: torch.device, started: float, requested_at: float, kernel_params: dict[str, Any]
+) -> TrialResult:
     settings = spec.measure.for_device(device.type)
     build = workloads.resolve(spec.workload)
-    knob_params, workload_params = split_params(spec.params, build)
+    plain = {name: value for name, value in spec.params.items() if name not in kernel_params}
+    knob_params, workload_params = split_params(plain, build)
     knobs = knobs_mod.Knobs.from_params(knob_params)
-    params = {**knobs.to_params(), **workload_params}
+    params = {**knobs.to_params(), **workload_params, **kernel_params}
     knobs.check_combination(device.type)
     if knobs.precision in ("default", "fp32"):
         warnings.filterwarnings("ignore", message=_TF32_HINT)  # this process runs this one trial only

@@ -53,6 +53,8 @@ class TrialSpec:
     fraction; CPU: the address-space limit above what the process already maps), so an
     over-large configuration fails as ``oom`` exactly as it would on a smaller device.
     ``prune_below`` lets a sweep stop a trial whose settled warm-up throughput is already below it.
+    ``kernels`` names the space's listed Triton kernels: each is pinned to the config its params
+    choose before the workload is built.
     """
 
     workload: str
@@ -64,3 +66,4 @@ class TrialSpec:
     memory_cap_gib: float | None = None
     seed: int = 0
     prune_below: float | None = None  # throughput under which to stop after warm-up (status pruned)
+    kernels: tuple[str, ...] = ()  # import paths of listed Triton kernels; their configs are in params

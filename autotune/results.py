@@ -38,6 +38,10 @@ class TrialResult:
     env: dict[str, Any] = field(default_factory=dict)
     # Per-step series (e.g. ``step_ms``): logged as artifacts, never as hundreds of metrics.
     series: dict[str, list[float]] = field(default_factory=dict)
+    # Listed Triton kernels: import path -> the config pinned, its launches and shape keys.
+    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Things a person should know about an ok trial (a listed kernel that never ran, ...).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -60,6 +64,8 @@ class TrialResult:
             metrics=dict(data.get("metrics") or {}),
             env=dict(data.get("env") or {}),
             series={k: list(v) for k, v in (data.get("series") or {}).items()},
+            kernels={k: dict(v) for k, v in (data.get("kernels") or {}).items()},
+            warnings=list(data.get("warnings") or []),
         )
 
     @classmethod

@@ -66,6 +66,7 @@ class TrialKind(StrEnum):
     MEASURED = "measured"
     REJECTED = "rejected"  # a feasibility rule ruled it out before it ran
     DUPLICATE = "duplicate"  # the same params were measured before: answered from that trial
+    SURPLUS = "surplus"  # proposed while other workers' running trials already filled the budget: not run
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ This module imports Triton lazily: listing a space's kernels imports them, nothi
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -124,8 +123,10 @@ def load_kernel(path: str) -> ListedKernel:
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise AutotuneError(f"kernel {path!r}: expected package.module:kernel")
+    from autotune.workloads import import_user_module
+
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
     except Exception as exc:  # a user's module that fails on import is bad input, not our bug
         raise AutotuneError(f"kernel {path!r}: cannot import {module_name!r} ({type(exc).__name__}: {exc})") from None
     obj = getattr(module, attr, None)

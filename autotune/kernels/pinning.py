@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KernelWarning", "Launches", "pin", "pin_measured", "shape_key"]
+__all__ = ["KernelWarning", "Launches", "TrialPins", "pin", "pin_measured", "pin_tuned", "shape_key"]
 
 
 class KernelWarning(UserWarning):
@@ -100,3 +100,66 @@ def pin_measured(autotuner: Any, config: Any, measured: Collection[tuple[Any, ..
                 autotuner.configs = [config]
 
     autotuner.run = measured_run
+
+
+@dataclass
+class TrialPins:
+    """The listed kernels of one trial, each pinned to the config the trial's params choose."""
+
+    pinned: list[tuple[Any, Any, Launches]] = field(default_factory=list)  # (ListedKernel, Config, Launches)
+    params: dict[str, Any] = field(default_factory=dict)  # the trial's kernel params
+
+    @classmethod
+    def pin_all(cls, paths: Collection[str], params: Mapping[str, Any]) -> TrialPins:
+        """Import each listed kernel and pin it; ``params`` holds their params among others."""
+        from autotune.kernels.listing import load_kernel
+
+        pins = cls()
+        for path in paths:
+            kernel = load_kernel(path)
+            names = [p.name for p in kernel.params()]
+            pins.params.update({name: params[name] for name in names if name in params})
+            config = kernel.config_for(params)
+            pins.pinned.append((kernel, config, pin(kernel.autotuner, config)))
+        return pins
+
+    def record(self) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """What the trial result carries: per kernel its config, launches and shape keys; and warnings."""
+        from autotune.kernels.listing import config_label
+
+        kernels: dict[str, dict[str, Any]] = {}
+        warned: list[str] = []
+        for kernel, config, launches in self.pinned:
+            kernels[kernel.path] = {
+                "params": [p.name for p in kernel.params()],
+                "config": config_label(config),
+                "kwargs": dict(config.kwargs),
+                "num_warps": config.num_warps,
+                "num_stages": config.num_stages,
+                "launches": launches.count,
+                "shape_keys": [list(key) for key in launches.keys],
+            }
+            if launches.count == 0:
+                warned.append(f"listed kernel {kernel.path} never ran in eager passes (is it the one the model calls?)")
+        return kernels, warned
+
+
+def pin_tuned(kernels: Mapping[str, Mapping[str, Any]]) -> None:
+    """Production: pin every kernel of a tuned config (``kernels:`` entries keyed by import path).
+
+    A kernel that cannot be imported here warns (:class:`KernelWarning`) and is left as it is.
+    """
+    from autotune.errors import AutotuneError
+    from autotune.kernels.listing import ListedKernel, load_kernel
+
+    for path, tuned in kernels.items():
+        if ":" not in path or "kwargs" not in tuned:
+            continue  # the built-in matmul workload's block sizes, looked up with kernel_config()
+        try:
+            kernel = load_kernel(path)
+        except AutotuneError as exc:
+            warnings.warn(f"tuned kernel not pinned: {exc}", KernelWarning, stacklevel=3)
+            continue
+        values = {**tuned["kwargs"], "num_warps": tuned["num_warps"], "num_stages": tuned["num_stages"]}
+        keys = [tuple(key) for key in tuned.get("shape_keys", [])]
+        pin_measured(kernel.autotuner, ListedKernel.make_config(values), keys, path)

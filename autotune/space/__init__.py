@@ -31,6 +31,8 @@ Modules, typed values first (they never import the validators), then reading and
   ``kernels:``) is added to ``_TOP_KEYS`` there and its validator called from ``_build_space``.
 - ``validate_settings``: the workload, objective, budget, sampler and expression sections. A new
   setting's section (e.g. data-path knobs) is validated here.
+- ``validate_kernels``: the ``kernels:`` list: each Triton kernel imported and turned into params
+  (:mod:`autotune.kernels.listing` says how).
 - ``validate_params``: the params section, one param at a time. Validation of anything that becomes
   params (e.g. a ``kernels:`` list of Triton kernels) goes here, or in a sibling module when it is large.
 """

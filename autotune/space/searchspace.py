@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
 from autotune.space.params import ParamSpec, _decode, _encode, _suggest
-from autotune.space.settings import Budget, Device, Direction, Objective, SamplerSpec, WorkloadSpec
+from autotune.space.settings import Budget, Device, Direction, KernelSpec, Objective, SamplerSpec, WorkloadSpec
 
 if TYPE_CHECKING:
     import optuna
@@ -41,6 +41,7 @@ class Space:
     budget: Budget
     sampler: SamplerSpec
     params: dict[str, ParamSpec]
+    kernels: tuple[KernelSpec, ...] = ()  # Triton kernels whose configs are params too
 
     @property
     def is_multi_objective(self) -> bool:
@@ -125,6 +126,9 @@ class Space:
                 return False, f"{rule.text} ({exc})"
             if not holds:
                 return False, rule.text
+        for kernel in self.kernels:
+            if kernel.rule is not None and not kernel.rule.evaluate(kernel.values(dict(params))):
+                return False, f"{kernel.alias}: {kernel.rule.text}"
         return True, None
 
     def grid(self) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from autotune.errors import AutotuneError
+from autotune.expr import Expression
 
 __all__ = [
     "DEFAULT_TRIAL_TIMEOUT_S",
@@ -22,6 +23,7 @@ __all__ = [
     "Budget",
     "Device",
     "Direction",
+    "KernelSpec",
     "Objective",
     "SamplerSpec",
     "WorkloadSpec",
@@ -98,3 +100,24 @@ def parse_duration(text: str | int | float) -> float:
     if not math.isfinite(seconds) or seconds <= 0:
         raise AutotuneError(f"duration {text!r} is not valid: it must be a positive time")
     return seconds
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A Triton kernel the space lists (``kernels:``): its import path and the params it contributes.
+
+    ``alias`` is the kernel's name in params (``fused_add`` for an autotuned kernel's one param,
+    ``fused_add.BLOCK_SIZE`` ... for a declared kernel's). A declared kernel's ``rule`` is over its
+    own names; ``fixed`` holds its settings that have one value (they are not params).
+    """
+
+    path: str
+    alias: str
+    params: tuple[str, ...]
+    rule: Expression | None = None
+    fixed: dict[str, Any] = field(default_factory=dict)
+
+    def values(self, params: dict[str, Any]) -> dict[str, Any]:
+        """This kernel's values in ``params``, by their plain names, fixed ones included."""
+        prefix = f"{self.alias}."
+        return {**self.fixed, **{k.removeprefix(prefix): v for k, v in params.items() if k.startswith(prefix)}}

@@ -13,6 +13,7 @@ from typing import Any
 from autotune.space.problems import SpaceError, _check_keys, _one_of, _Report, _show_type
 from autotune.space.searchspace import Space
 from autotune.space.settings import DEVICES
+from autotune.space.validate_kernels import _kernels
 from autotune.space.validate_params import _check_grid, _ParamContext, _params
 from autotune.space.validate_settings import (
     _budget,
@@ -26,7 +27,9 @@ from autotune.space.yamlfile import _read_yaml
 
 __all__ = ["load_space"]
 
-_TOP_KEYS = ("workload", "device", "objective", "constraints", "feasibility", "budget", "sampler", "params")
+_TOP_KEYS = (
+    "workload", "device", "objective", "constraints", "feasibility", "budget", "sampler", "params", "kernels",
+)  # fmt: skip
 
 
 def load_space(path: str | Path, *, replay: bool = False) -> Space:
@@ -61,6 +64,7 @@ def _build_space(path: Path, text: str, data: Any, report: _Report, replay: bool
     budget = _budget(data, report)
     sampler = _sampler(data, report)
     params = _params(data, context, report)
+    kernels, kernel_params = _kernels(data.get("kernels"), context.declared, report)
     if workload is not None and params is not None:
         _check_workload_args(workload, build, params, report)
     if sampler is not None and sampler.name == "grid" and params:
@@ -76,4 +80,5 @@ def _build_space(path: Path, text: str, data: Any, report: _Report, replay: bool
         or sampler is None
     ):
         return None
-    return Space(path, text, workload, device, objectives, constraints, feasibility, budget, sampler, params)
+    params = {**params, **kernel_params}  # chosen after the space's own params
+    return Space(path, text, workload, device, objectives, constraints, feasibility, budget, sampler, params, kernels)

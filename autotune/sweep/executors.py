@@ -29,6 +29,7 @@ def trial_executor(space: Space, options: SweepOptions) -> Executor:
             dict(space.workload.args),
             memory_cap_gib=options.memory_cap_gib,
             prune_below=prune_below,
+            kernels=tuple(kernel.path for kernel in space.kernels),
         )
         return runner.run(spec, timeout_s)
 

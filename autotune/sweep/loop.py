@@ -62,9 +62,9 @@ class Sweep:
             tracker = SweepTracker(study.study_name, options.tracking_uri)
         ledger = TrialLedger(study, info.objectives)
         self.ctx = SweepContext(space, options, study, storage, info, ledger, executor, progress, tracker)
-        self.proposer = Proposer(study, space, ledger, worker or worker_id())
-        self.recorder = Recorder(study, space, info.objectives, ledger, tracker)
         self.budget, self.deadline = trial_budget(space, options)
+        self.proposer = Proposer(study, space, ledger, worker or worker_id(), self.budget)
+        self.recorder = Recorder(study, space, info.objectives, ledger, tracker)
         self._stale_checked = 0.0
 
     def run(self) -> SweepSummary:
@@ -73,7 +73,7 @@ class Sweep:
         if ctx.tracker is not None:
             ctx.tracker.start(self._run_params(), ctx.space.path)
         recover_orphans(ctx.study, ctx.storage, ctx.progress)
-        self.budget = enqueue_first_trials(ctx.study, ctx.space, self.budget)
+        self.budget = self.proposer.budget = enqueue_first_trials(ctx.study, ctx.space, self.budget)
         ctx.ledger.refresh()
         ctx.progress.budget, ctx.progress.deadline = self.budget, self.deadline
         ctx.progress.done = ctx.ledger.tally().measured
@@ -181,7 +181,7 @@ def _outcome(proposal: Proposal, result: TrialResult, metric: str) -> str:
     if proposal.kind is TrialKind.DUPLICATE:
         source = proposal.source
         return f"same as trial {source.number}, not run again" if source else str(result.reason)
-    if proposal.kind is TrialKind.REJECTED:
+    if proposal.kind in (TrialKind.REJECTED, TrialKind.SURPLUS):
         return str(result.reason)
     if not result.ok:
         return f"{result.status.value}: {result.reason}"
@@ -189,7 +189,7 @@ def _outcome(proposal: Proposal, result: TrialResult, metric: str) -> str:
     outcome = f"ok {metric} {result.metrics.get(metric, float('nan')):,.4g} {unit}".rstrip()
     if result.metrics.get("gpu_other_processes"):
         outcome += " (WARNING: other processes used the GPU while it was timed: not trustworthy)"
-    return outcome
+    return "".join([outcome, *(f" (WARNING: {warning})" for warning in result.warnings)])
 
 
 def run_sweep(

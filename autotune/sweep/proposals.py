@@ -43,11 +43,14 @@ class Proposal:
 class Proposer:
     """Asks the study's sampler for trials on behalf of one worker, named ``worker`` in the study."""
 
-    def __init__(self, study: optuna.Study, space: Space, ledger: TrialLedger, worker: str) -> None:
+    def __init__(
+        self, study: optuna.Study, space: Space, ledger: TrialLedger, worker: str, budget: int | None = None
+    ) -> None:
         self.study = study
         self.space = space
         self.ledger = ledger
         self.worker = worker
+        self.budget = budget  # measured trials in all, every worker's (None: no limit)
         # Trials numbered from here on were created while this worker runs: a single worker's own,
         # or another worker's beside it. Earlier ones (a resumed sweep's) never count as concurrent.
         self.first_new_trial = ledger.total
@@ -64,6 +67,9 @@ class Proposer:
         params = self.space.suggest(trial)
         trial.set_user_attr(studyio.ATTR_PARAMS, params)
         self.ledger.refresh()  # other workers' trials up to this moment
+        if self._budget_taken(trial.number):
+            reason = "the budget is taken by trials other workers are running"
+            return Proposal(trial, params, TrialKind.SURPLUS, TrialResult.failed(Status.INVALID, reason, params))
         earlier = self.ledger.measured_with(params, trial.number)
         if earlier is not None and self._by_a_concurrent_worker(earlier):
             # Workers started with the same seed propose in lockstep (TPE's random start-up ignores
@@ -81,6 +87,17 @@ class Proposer:
             answer = TrialResult.failed(Status.INVALID, f"rejected by rule: {rule}", params)
             return Proposal(trial, params, TrialKind.REJECTED, answer)
         return Proposal(trial, params, TrialKind.MEASURED)
+
+    def _budget_taken(self, number: int) -> bool:
+        """Whether measured trials and those that other workers asked for before ``number`` fill the budget.
+
+        Two workers can both pass the stop check and ask at the same moment; the later-numbered
+        trial then stands down instead of measuring one trial past the budget.
+        """
+        if self.budget is None:
+            return False
+        earlier_running = sum(1 for t in self.ledger.running if t.number < number)
+        return len(self.ledger.measured) + earlier_running >= self.budget
 
     def _by_a_concurrent_worker(self, trial: FrozenTrial) -> bool:
         """True for a trial another worker is running, or one another worker created since this one started.

@@ -21,6 +21,7 @@ __all__ = [
     "TAG_STATUS",
     "TAG_STUDY",
     "TAG_TRIAL",
+    "TAG_WARNINGS",
     "TERMINAL",
     "clip",
     "finite_metrics",
@@ -28,6 +29,7 @@ __all__ = [
 
 TAG_STUDY = "autotune.study"
 TAG_ROLE = "autotune.role"
+TAG_WARNINGS = "autotune.warnings"  # things to know about an ok trial (a listed kernel that never ran)
 TAG_TRIAL = "autotune.trial"
 TAG_STATUS = "autotune.status"
 TAG_REASON = "autotune.reason"

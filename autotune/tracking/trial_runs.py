@@ -23,6 +23,7 @@ from autotune.tracking.schema import (
     TAG_STATUS,
     TAG_STUDY,
     TAG_TRIAL,
+    TAG_WARNINGS,
     TERMINAL,
     clip,
     finite_metrics,
@@ -58,6 +59,8 @@ class TrialBatch:
         tags[TAG_STATUS] = result.status.value
         if result.reason:
             tags[TAG_REASON] = result.reason
+        if result.warnings:
+            tags[TAG_WARNINGS] = "; ".join(result.warnings)
         return cls(
             run_name=trial_run_name(number, params),
             params=[Param(str(key), clip(str(value), MAX_PARAM_LEN)) for key, value in params.items()],

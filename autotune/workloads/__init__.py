@@ -39,7 +39,7 @@ import torch
 
 from autotune.errors import AutotuneError
 
-__all__ = ["BUILTIN", "PRESETS", "KernelJob", "Workload", "build", "resolve", "workload_params"]
+__all__ = ["BUILTIN", "PRESETS", "KernelJob", "Workload", "build", "import_user_module", "resolve", "workload_params"]
 
 PRESETS = ("tiny", "small", "full")
 BUILTIN = {
@@ -84,16 +84,21 @@ def resolve(name: str) -> Callable[..., Any]:
     if not sep or not module_name or not func_name:
         known = ", ".join(BUILTIN)
         raise AutotuneError(f"unknown workload {name!r}: use one of {known} or package.module:function")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` does: user modules next to the command
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
     except ImportError as exc:
         raise AutotuneError(f"workload {name!r}: cannot import {module_name!r} ({exc})") from exc
     func = getattr(module, func_name, None)
     if not callable(func):
         raise AutotuneError(f"workload {name!r}: {module_name!r} has no function {func_name!r}")
     return func
+
+
+def import_user_module(name: str) -> Any:
+    """Import a user's module (workload or kernel) as ``python -m`` would: modules next to the command first."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return importlib.import_module(name)
 
 
 def workload_params(func: Callable[..., Any]) -> dict[str, Any]:

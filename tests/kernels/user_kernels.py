@@ -45,3 +45,44 @@ def launch(kernel: object, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tens
     n = x.numel()
     kernel[lambda meta_args: (triton.cdiv(n, meta_args["BLOCK_SIZE"]),)](x, y, out, meta, n)  # type: ignore[index]
     return out, int(meta.item())
+
+
+LAST_BLOCK: list[int | None] = [None]  # the BLOCK_SIZE of the latest launch through the model below
+
+
+class _ScaledAdd(torch.autograd.Function):
+    """``2x + y`` forward in Triton, backward in torch: a user's kernel inside a training step."""
+
+    @staticmethod
+    def forward(ctx: object, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        out, LAST_BLOCK[0] = launch(scaled_add, x.contiguous(), y.contiguous())
+        return out
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return 2 * grad, grad
+
+
+class KernelMLP(torch.nn.Module):
+    def __init__(self, width: int = 32) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(width, width)
+        self.shift = torch.nn.Parameter(torch.randn(width))
+        self.fc2 = torch.nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)
+        h = _ScaledAdd.apply(h, self.shift.expand_as(h))
+        return self.fc2(torch.relu(h))
+
+
+def kernel_mlp(preset: str = "tiny") -> object:
+    """A user workload whose model calls the listed kernel ``scaled_add`` in every forward pass."""
+    from torch.nn import functional as F
+
+    from autotune.workloads import Workload
+
+    def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randn(batch_size, 32, device=device), torch.randint(0, 10, (batch_size,), device=device)
+
+    return Workload(KernelMLP(), make_batch, F.cross_entropy, default_batch_size=16)

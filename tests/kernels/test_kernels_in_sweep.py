@@ -1,0 +1,82 @@
+"""A user's ``triton.autotune`` kernel listed in a space: swept, exported, pinned by ``apply()`` in production.
+
+Everything runs as real processes in Triton's CPU interpreter (``TRITON_INTERPRET=1`` must be set
+before a process imports triton), with the kernel module ``user_kernels`` on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autotune.space import SpaceError, load_space
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent
+CONFIGS = {16: "BLOCK_SIZE=16 num_warps=1 num_stages=1", 32: "BLOCK_SIZE=32 num_warps=2 num_stages=1",
+           64: "BLOCK_SIZE=64 num_warps=4 num_stages=2"}  # fmt: skip
+
+SPACE = """\
+workload: {{name: "{workload}", preset: tiny}}
+device: cpu
+kernels: ["user_kernels:scaled_add"]
+budget: {{trials: {trials}, trial_timeout: 2m}}
+sampler: {{name: grid, seed: 0}}
+params:
+  batch_size: 16
+"""
+
+APPLY = """
+import json, sys, warnings, torch, autotune, user_kernels as uk
+cfg = autotune.load("tuned.yaml")
+model = uk.KernelMLP()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    model, ctx = cfg.apply(model, torch.optim.AdamW(model.parameters()))
+    model(torch.randn(16, 32)).sum().backward()
+json.dump({"launched": uk.LAST_BLOCK[0], "configs": len(uk.scaled_add.configs),
+           "warnings": [str(w.message) for w in caught if "kernel" in str(w.message)]}, sys.stdout)
+"""
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join([str(HERE), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
+    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_a_sweep_picks_among_a_kernels_configs_and_production_launches_only_the_winner(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text(SPACE.format(workload="user_kernels:kernel_mlp", trials=3))
+    swept = _run(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
+    assert all(label in swept.stdout for label in CONFIGS.values())  # each config was a trial
+    _run(["-m", "autotune", "export", "--study", "space", "-o", "tuned.yaml"], tmp_path)
+
+    tuned = yaml.safe_load((tmp_path / "tuned.yaml").read_text())
+    assert tuned["params"] == {}  # the kernel's param lives under kernels:, not with the workload's
+    pinned = tuned["kernels"]["user_kernels:scaled_add"]
+    block = pinned["kwargs"]["BLOCK_SIZE"]
+    rank_one = next(line for line in swept.stdout.splitlines() if line.split()[:1] == ["1"])
+    assert rank_one.endswith(f"scaled_add={CONFIGS[block]}")  # the leaderboard's winner is what was exported
+    assert pinned["shape_keys"] == [[16 * 32, "torch.float32", "torch.float32", "torch.float32", "torch.int32"]]
+
+    applied = _run(["-c", APPLY], tmp_path)
+    assert applied.stdout.strip() == f'{{"launched": {block}, "configs": 1, "warnings": []}}'
+
+
+def test_a_listed_kernel_the_model_never_calls_is_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text(SPACE.format(workload="trial_workloads:tiny_mlp", trials=1))
+    swept = _run(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
+    assert "WARNING: listed kernel user_kernels:scaled_add never ran" in swept.stderr
+
+
+def test_a_kernel_that_does_not_import_is_reported_by_validation(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text(SPACE.format(workload="resnet50", trials=1).replace("user_kernels", "nope"))
+    with pytest.raises(SpaceError, match=r"kernels\[0\]: kernel 'nope:scaled_add': cannot import 'nope'"):
+        load_space(tmp_path / "space.yaml")
