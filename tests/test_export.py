@@ -136,6 +136,18 @@ def test_export_of_a_kernel_study(tmp_path: Path) -> None:
     assert config.knobs == {}
 
 
+def test_export_of_a_kernel_study_on_a_shape_of_its_own(tmp_path: Path) -> None:
+    info = StudyInfo(
+        "autotune.workloads.triton_matmul:build", "full", "cuda", "x.yaml", "", (("throughput", "maximize"),)
+    )
+    s = make_study(tmp_path, info)
+    block = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "dtype": "bf16"}
+    metrics = {"throughput": 700.0, "throughput_unit": "TFLOP/s", "tflops": 700.0, "ms": 0.2}
+    add_trial(s, info, TrialResult(Status.OK, None, {**block, "M": 4096, "N": 4096, "K": 4096}, metrics, here_env()))
+    config = export(s, info, tmp_path / "kernels.yaml")
+    assert list(config.kernels["triton_matmul"]) == ["4096x4096x4096:bf16"]  # not the preset's 8192^3
+
+
 def test_export_to_an_unwritable_place(tmp_path: Path, study: optuna.Study, info: StudyInfo) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(AutotuneError, match="cannot write"):

@@ -100,18 +100,39 @@ def build(
     num_stages: int = 3,
     GROUP_M: int = 8,
     dtype: str = "bf16",
+    M: int | None = None,
+    N: int | None = None,
+    K: int | None = None,
 ) -> KernelWorkload:
-    """The matmul workload for ``preset`` (full 8192^3, small 2048^3, tiny 64^3) and one configuration."""
+    """The matmul workload for one configuration, on ``M x K @ K x N`` when given (a space's ``args``
+    or params), else on ``preset``'s shape (full 8192^3, small 2048^3, tiny 64^3)."""
     if preset not in SHAPES:
         raise AutotuneError(f"preset {preset!r} is not valid: expected one of {', '.join(SHAPES)}")
+    shape = _shape(preset, M, N, K)
     given = {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K,
              "num_warps": num_warps, "num_stages": num_stages, "GROUP_M": GROUP_M}  # fmt: skip
     config = {key: _as_int(key, value) for key, value in given.items()}
     _validate(config, dtype)
+    explicit = {"M": shape[0], "N": shape[1], "K": shape[2]} if (M, N, K) != (None, None, None) else {}
     return KernelWorkload(
         name="triton_matmul",
-        params={**config, "dtype": dtype},
-        shape=SHAPES[preset],
+        params={**config, "dtype": dtype, **explicit},
+        shape=shape,
         dtype=DTYPES[dtype],
         config=config,
     )
+
+
+def _shape(preset: str, M: int | None, N: int | None, K: int | None) -> tuple[int, int, int]:
+    """The problem size: all of M, N, K given, or none (the preset's)."""
+    given = {"M": M, "N": N, "K": K}
+    if all(v is None for v in given.values()):
+        return SHAPES[preset]
+    missing = [name for name, value in given.items() if value is None]
+    if missing:
+        raise AutotuneError(f"triton_matmul: give M, N and K together (missing {', '.join(missing)})")
+    sizes = {name: _as_int(name, value) for name, value in given.items()}
+    bad = [f"{name}={value}" for name, value in sizes.items() if value < 1]
+    if bad:
+        raise AutotuneError(f"triton_matmul: sizes must be >= 1, got {', '.join(bad)}")
+    return sizes["M"], sizes["N"], sizes["K"]

@@ -44,6 +44,7 @@ a, b = torch.randn(65, 47, dtype=torch.bfloat16), torch.randn(47, 33, dtype=torc
 c = mm.matmul(a, b, **odd)
 out["out"] = [str(c.dtype), list(c.shape)]
 out["metrics"] = triton_matmul.build("tiny").run("cpu")
+out["any_shape"] = triton_matmul.build("tiny", M=48, N=40, K=24, dtype="fp32").run("cpu")
 json.dump(out, sys.stdout)
 """
 
@@ -81,6 +82,12 @@ def test_tiny_workload_reports_metrics(interpreted: dict[str, Any]) -> None:
     assert 0 < metrics["ms"] <= metrics["ms_p90"]
     assert metrics["rel_error"] <= mm.TOLERANCE[torch.bfloat16]
     assert metrics["shared_mem_bytes"] == mm.shared_memory_bytes(128, 128, 64, 3)
+
+
+def test_a_workload_on_a_shape_of_its_own_runs_and_checks(interpreted: dict[str, Any]) -> None:
+    metrics = interpreted["any_shape"]
+    assert metrics["rel_error"] <= mm.TOLERANCE[torch.float32]
+    assert metrics["tflops"] == pytest.approx(mm.flops(48, 40, 24) / (metrics["ms"] * 1e-3) / 1e12)
 
 
 @pytest.mark.skipif(not H200_RECORDS.exists(), reason=f"{H200_RECORDS} is not there")
@@ -129,6 +136,12 @@ def test_build_presets_and_params() -> None:
     assert triton_matmul.build().shape == (8192, 8192, 8192)
 
 
+def test_build_takes_any_shape_from_the_space() -> None:
+    work = triton_matmul.build("full", M=4096, N="1024", K=512.0)
+    assert work.shape == (4096, 1024, 512)
+    assert (work.params["M"], work.params["N"], work.params["K"]) == (4096, 1024, 512)  # exported with the config
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -139,6 +152,8 @@ def test_build_presets_and_params() -> None:
         ({"num_stages": 0}, "num_stages=0"),
         ({"BLOCK_N": 64.5}, "BLOCK_N=64.5 must be an integer"),
         ({"dtype": "fp8"}, "dtype='fp8'"),
+        ({"M": 64, "N": 64}, "give M, N and K together (missing K)"),
+        ({"M": 0, "N": 64, "K": 64}, "sizes must be >= 1, got M=0"),
     ],
 )
 def test_build_rejects_impossible_configs(kwargs: dict[str, Any], message: str) -> None:
