@@ -38,6 +38,7 @@ __all__ = [
     "flops",
     "interpreted",
     "matmul",
+    "settled_timing",
     "shared_memory_bytes",
 ]
 
@@ -234,6 +235,17 @@ def bench(
     if interpreted():
         p50, p90 = _host_bench(run, warmup=warmup_ms / 4, rep=rep_ms / 2, quantiles=[0.5, 0.9])
         return {"ms": p50, "tflops": flops(M, N, K) / (p50 * 1e-3) / 1e12, "ms_p90": p90, "windows": 1.0}
+    timing = settled_timing(run, warmup_ms, rep_ms, max_windows, tolerance)
+    return {**timing, "tflops": flops(M, N, K) / (timing["ms"] * 1e-3) / 1e12}
+
+
+def settled_timing(
+    run: Callable[[], None], warmup_ms: float = 100, rep_ms: float = 200, max_windows: int = 6, tolerance: float = 0.005
+) -> dict[str, float]:
+    """``do_bench`` windows of ``rep_ms`` after a discarded one, until two medians agree (see :func:`bench`).
+
+    Also what a reference (cuBLAS through ``torch.matmul``) is timed with, so the two compare.
+    """
     do_bench(run, warmup=warmup_ms, rep=warmup_ms)  # discarded: clocks, power and caches settle
     medians: list[float] = []
     p90s: list[float] = []
@@ -243,14 +255,11 @@ def bench(
         p90s.append(p90)
         if len(medians) >= 2 and abs(medians[-1] - medians[-2]) <= tolerance * medians[-2]:
             break
-    ms = statistics.median(medians)
-    cv = statistics.pstdev(medians) / statistics.fmean(medians)
     return {
-        "ms": ms,
-        "tflops": flops(M, N, K) / (ms * 1e-3) / 1e12,
+        "ms": statistics.median(medians),
         "ms_p90": statistics.median(p90s),
         "windows": float(len(medians)),
-        "window_cv": cv,
+        "window_cv": statistics.pstdev(medians) / statistics.fmean(medians),
     }
 
 
