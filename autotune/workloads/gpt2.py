@@ -1,16 +1,35 @@
-"""A GPT-2 124M-style decoder (pre-norm, tied embeddings, scaled_dot_product_attention) on random tokens."""
+"""A GPT-2 124M-style decoder (pre-norm, tied embeddings, scaled_dot_product_attention) on random tokens.
+
+Two workload params swap in our Triton kernels (:mod:`autotune.kernels`), so a space can weigh them
+against torch's and tune their configs (``search_spaces/gpt2_kernels.yaml``):
+
+- ``norm="triton"``: every LayerNorm (``ln1``, ``ln2``, ``ln_f``) is a
+  :class:`~autotune.kernels.layernorm.TritonLayerNorm`, with the same parameters and state_dict;
+- ``head="fused"``: the model returns the final hidden states and the loss is
+  :func:`~autotune.kernels.cross_entropy.fused_linear_cross_entropy` of them and the (still tied) head
+  weight, :data:`HEAD_CHUNK` tokens at a time, so the ``tokens x vocab`` logits never exist whole.
+
+The defaults (``torch``, ``torch``) are the plain model, and import no Triton.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from autotune.errors import AutotuneError
 from autotune.workloads import Workload
 
-__all__ = ["GPT", "GPTConfig", "build"]
+__all__ = ["GPT", "HEADS", "HEAD_CHUNK", "NORMS", "GPTConfig", "build"]
+
+NORMS = ("torch", "triton")  # LayerNorm: nn.LayerNorm, or autotune.kernels.layernorm's Triton kernels
+HEADS = ("torch", "fused")  # LM head and loss: logits then F.cross_entropy, or the fused chunked kernel
+#: Tokens per chunk of the fused head (read at each call, so a test may lower it to exercise chunking).
+HEAD_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -31,14 +50,29 @@ PRESETS = {
 }
 
 
+def _check_choice(name: str, value: str, options: tuple[str, ...]) -> None:
+    if value not in options:
+        raise AutotuneError(f"gpt2: {name}={value!r} is not valid: expected one of {', '.join(options)}")
+
+
+def _layer_norm_class(norm: str) -> type[nn.LayerNorm]:
+    _check_choice("norm", norm, NORMS)
+    if norm == "triton":
+        from autotune.kernels.layernorm import TritonLayerNorm  # imports Triton: only when asked for
+
+        return TritonLayerNorm
+    return nn.LayerNorm
+
+
 class Block(nn.Module):
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, norm: str = "torch") -> None:
         super().__init__()
+        layer_norm = _layer_norm_class(norm)
         self.heads = cfg.heads
-        self.ln1 = nn.LayerNorm(cfg.dim)
+        self.ln1 = layer_norm(cfg.dim)
         self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim)
         self.proj = nn.Linear(cfg.dim, cfg.dim)
-        self.ln2 = nn.LayerNorm(cfg.dim)
+        self.ln2 = layer_norm(cfg.dim)
         self.fc = nn.Linear(cfg.dim, 4 * cfg.dim)
         self.fc_proj = nn.Linear(4 * cfg.dim, cfg.dim)
 
@@ -52,12 +86,15 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: GPTConfig) -> None:
+    """The decoder; ``forward`` returns logits, or with ``return_hidden`` the final hidden states (``head`` unused)."""
+
+    def __init__(self, cfg: GPTConfig, norm: str = "torch", return_hidden: bool = False) -> None:
         super().__init__()
+        self.return_hidden = return_hidden
         self.wte = nn.Embedding(cfg.vocab, cfg.dim)
         self.wpe = nn.Embedding(cfg.seq, cfg.dim)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
-        self.ln_f = nn.LayerNorm(cfg.dim)
+        self.blocks = nn.ModuleList(Block(cfg, norm) for _ in range(cfg.layers))
+        self.ln_f = _layer_norm_class(norm)(cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.vocab, bias=False)
         self.head.weight = self.wte.weight  # tied, as in GPT-2
         for module in self.modules():
@@ -71,22 +108,39 @@ class GPT(nn.Module):
         x = self.wte(idx) + self.wpe(positions)
         for block in self.blocks:
             x = block(x)
-        return self.head(self.ln_f(x))
+        x = self.ln_f(x)
+        return x if self.return_hidden else self.head(x)
 
 
 def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
 
-def build(preset: str = "full") -> Workload:
-    """GPT-2 next-token prediction on random token sequences; throughput in tokens/s."""
+def _fused_lm_loss(model: GPT) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    from autotune.kernels.cross_entropy import fused_linear_cross_entropy  # imports Triton: only when asked for
+
+    def loss(hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        # model.head.weight is read at each call: it is the tied embedding, whatever wraps the model later.
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        return fused_linear_cross_entropy(flat, model.head.weight, targets.reshape(-1), chunk=HEAD_CHUNK)
+
+    return loss
+
+
+def build(preset: str = "full", norm: str = "torch", head: str = "torch") -> Workload:
+    """GPT-2 next-token prediction on random token sequences; throughput in tokens/s.
+
+    ``norm`` (``torch`` | ``triton``) and ``head`` (``torch`` | ``fused``) choose torch's layers or our
+    Triton kernels (see the module docstring); bad values raise :class:`AutotuneError`.
+    """
+    _check_choice("norm", norm, NORMS)
+    _check_choice("head", head, HEADS)
     cfg = PRESETS[preset]
-    model = GPT(cfg)
+    model = GPT(cfg, norm=norm, return_hidden=head == "fused")
 
     def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         tokens = torch.randint(0, cfg.vocab, (batch_size, cfg.seq + 1), device=device)
         return tokens[:, :-1], tokens[:, 1:]
 
-    return Workload(
-        model, make_batch, _lm_loss, default_batch_size=cfg.batch, items_per_sample=cfg.seq, unit="tokens/s"
-    )
+    loss_fn = _fused_lm_loss(model) if head == "fused" else _lm_loss
+    return Workload(model, make_batch, loss_fn, default_batch_size=cfg.batch, items_per_sample=cfg.seq, unit="tokens/s")
