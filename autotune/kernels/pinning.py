@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KernelWarning", "Launches", "TrialPins", "pin", "pin_measured", "pin_tuned", "shape_key"]
+__all__ = ["KernelWarning", "Launches", "TrialPins", "pin", "pin_measured", "pin_tuned", "pinned", "shape_key"]
 
 
 class KernelWarning(UserWarning):
@@ -68,6 +69,18 @@ def pin(autotuner: Any, config: Any, launches: Launches | None = None) -> Launch
     autotuner.cache.clear()
     _wrap_run(autotuner, launches.note)
     return launches
+
+
+@contextmanager
+def pinned(autotuner: Any, config: Any) -> Iterator[Launches]:
+    """``autotuner`` pinned to ``config`` inside the block; its own configs and launcher again after it."""
+    configs = list(autotuner.configs)
+    try:
+        yield pin(autotuner, config)
+    finally:
+        autotuner.configs = configs
+        autotuner.cache.clear()
+        vars(autotuner).pop("run", None)  # pin() wrapped run on the instance; the class's run returns
 
 
 def pin_measured(autotuner: Any, config: Any, measured: Collection[tuple[Any, ...]], name: str) -> None:

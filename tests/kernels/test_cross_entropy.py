@@ -14,18 +14,17 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from checks import rel_error
 
 from autotune.errors import AutotuneError
 from autotune.kernels import cross_entropy as ce
 from autotune.kernels.listing import load_kernel
-from autotune.kernels.pinning import pin
+from autotune.kernels.pinning import pinned
 from autotune.workloads import gpt2, workload_params
 
 REPO = Path(__file__).resolve().parents[2]
@@ -262,25 +261,6 @@ def test_gpt2_defaults_import_no_triton() -> None:
 # On a GPU: GPT-2's LM head (768 features, vocabulary 50304 = 12 x 4096 + 1152), 4096 + 7 tokens.
 
 
-@contextmanager
-def _pinned(autotuner: Any, config: Any) -> Iterator[None]:
-    """``autotuner`` pinned to ``config`` inside the block, its own configs again after it."""
-    configs = list(autotuner.configs)
-    pin(autotuner, config)
-    try:
-        yield
-    finally:
-        autotuner.configs = configs
-        autotuner.cache.clear()
-        vars(autotuner).pop("run", None)  # pin() wrapped run on the instance
-
-
-def _rel(out: torch.Tensor | None, ref: torch.Tensor | None) -> float:
-    """``||out - ref|| / ||ref||`` in float64."""
-    assert out is not None and ref is not None
-    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
-
-
 def _gpu_errors(dtype: torch.dtype, autocast: bool, tokens: int = 4096 + 7, chunk: int = 1024) -> dict[str, float]:
     torch.manual_seed(0)
     hidden = torch.randn(tokens, 768, device="cuda").to(dtype).requires_grad_()
@@ -295,9 +275,9 @@ def _gpu_errors(dtype: torch.dtype, autocast: bool, tokens: int = 4096 + 7, chun
     (1.7 * expected).backward()
 
     return {
-        "loss": _rel(loss, expected),
-        "hidden": _rel(hidden.grad, refs[0].grad),
-        "weight": _rel(weight.grad, refs[1].grad),
+        "loss": rel_error(loss, expected),
+        "hidden": rel_error(hidden.grad, refs[0].grad),
+        "weight": rel_error(weight.grad, refs[1].grad),
     }
 
 
@@ -313,7 +293,7 @@ def test_gpu_pinned_configs_match_torch_at_gpt2_sizes(dtype: torch.dtype, autoca
     kernel = ce.cross_entropy_fwd_bwd
     for block, warps in [(1024, 4), (4096, 8), (32768, 16)]:
         config = next(c for c in kernel.configs if c.kwargs["BLOCK_V"] == block and c.num_warps == warps)
-        with _pinned(kernel, config):
+        with pinned(kernel, config):
             found = _gpu_errors(dtype, autocast)
         assert max(found.values()) <= tolerance, (config, found)
 
@@ -345,5 +325,5 @@ def test_gpu_gpt2_small_with_our_kernels_matches_torchs(autocast: bool, loss_tol
         results.append((loss.detach(), {n: p.grad for n, p in work.model.named_parameters()}))
     (plain_loss, plain_grads), (our_loss, our_grads) = results
     assert abs(our_loss - plain_loss).item() <= loss_tol * plain_loss.item()
-    worst = max(_rel(our_grads[name], grad) for name, grad in plain_grads.items())
+    worst = max(rel_error(our_grads[name], grad) for name, grad in plain_grads.items())
     assert worst <= grad_tol

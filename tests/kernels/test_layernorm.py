@@ -13,19 +13,18 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from checks import rel_error
 from torch import nn
 
 from autotune.errors import AutotuneError
 from autotune.kernels import layernorm as ln
 from autotune.kernels.listing import load_kernel
-from autotune.kernels.pinning import pin
+from autotune.kernels.pinning import pinned
 
 REPO = Path(__file__).resolve().parents[2]
 TOLERANCE = {"fp32": 1e-5, "bf16": 1e-2}  # relative error ||out - ref|| / ||ref|| against torch in fp32
@@ -207,25 +206,6 @@ def test_cpu_without_interpreter_is_bad_input() -> None:
 # On a GPU: the compiled kernels at GPT-2's widths (full 768, small 384, tiny 64), 16 x 1024 tokens + 3.
 
 
-@contextmanager
-def _pinned(autotuner: Any, config: Any) -> Iterator[None]:
-    """``autotuner`` pinned to ``config`` inside the block, its own configs again after it."""
-    configs = list(autotuner.configs)
-    pin(autotuner, config)
-    try:
-        yield
-    finally:
-        autotuner.configs = configs
-        autotuner.cache.clear()
-        vars(autotuner).pop("run", None)  # pin() wrapped run on the instance
-
-
-def _rel(out: torch.Tensor | None, ref: torch.Tensor | None) -> float:
-    """``||out - ref|| / ||ref||`` in float64."""
-    assert out is not None and ref is not None
-    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
-
-
 def _gpu_errors(n: int, dtype: torch.dtype) -> dict[str, float]:
     torch.manual_seed(0)
     x = (torch.randn(16 * 1024 + 3, n, device="cuda") * 3 + 1).to(dtype).requires_grad_()
@@ -236,8 +216,8 @@ def _gpu_errors(n: int, dtype: torch.dtype) -> dict[str, float]:
     dy = torch.randn_like(y)
     y.backward(dy)
     ref.backward(dy.float())
-    grads = {name: _rel(t.grad, r.grad) for name, t, r in zip(("dx", "dw", "db"), (x, w, b), refs, strict=True)}
-    return {"y": _rel(y, ref), **grads}
+    grads = {name: rel_error(t.grad, r.grad) for name, t, r in zip(("dx", "dw", "db"), (x, w, b), refs, strict=True)}
+    return {"y": rel_error(y, ref), **grads}
 
 
 @pytest.mark.gpu
@@ -249,7 +229,7 @@ def test_gpu_pinned_configs_match_torch_at_gpt2_sizes(n: int, dtype: torch.dtype
     for (fwd_rows, fwd_warps), (bwd_rows, bwd_warps) in CONFIGS:
         fwd = next(c for c in ln.layernorm_fwd.configs if c.kwargs["ROWS"] == fwd_rows and c.num_warps == fwd_warps)
         bwd = next(c for c in ln.layernorm_bwd.configs if c.kwargs["ROWS"] == bwd_rows and c.num_warps == bwd_warps)
-        with _pinned(ln.layernorm_fwd, fwd), _pinned(ln.layernorm_bwd, bwd):
+        with pinned(ln.layernorm_fwd, fwd), pinned(ln.layernorm_bwd, bwd):
             found = _gpu_errors(n, dtype)
         assert max(found.values()) <= tolerance, (fwd, bwd, found)
 
@@ -272,4 +252,4 @@ def test_gpu_module_matches_nn_layer_norm_under_autocast() -> None:
     with torch.autocast("cuda", dtype=torch.bfloat16):
         expected, got = torch_ln(x), triton_ln(x)
     assert got.dtype == x.dtype  # torch's autocast layer norm also returns fp32 for an fp32 input
-    assert _rel(got, expected) <= TOLERANCE["fp32"]
+    assert rel_error(got, expected) <= TOLERANCE["fp32"]

@@ -38,6 +38,12 @@ uk.launch(uk.scaled_add, torch.randn(7), torch.randn(7))
 uk.launch(uk.scaled_add, torch.randn(7), torch.randn(7))
 out["launches"] = [launches.count, [list(k) for k in launches.keys]]
 
+from autotune.kernels.pinning import pinned
+before = len(uk.declared_add.configs)
+with pinned(uk.declared_add, uk.declared_add.configs[-1]) as scoped:
+    scoped_block = uk.launch(uk.declared_add, torch.randn(50), torch.randn(50))[1]
+out["scoped"] = [scoped_block, scoped.count, len(uk.declared_add.configs) == before, "run" not in vars(uk.declared_add)]
+
 chosen = declared.config_for({"declared_add.BLOCK_SIZE": 128, "declared_add.num_warps": 4})
 out["declared_choice"] = [chosen.kwargs, chosen.num_warps, chosen.num_stages]
 
@@ -84,6 +90,10 @@ def test_a_pinned_kernel_launches_only_its_config_and_records_shapes(interpreted
     assert count == 3
     dtypes = ["torch.float32"] * 3 + ["torch.int32"]
     assert keys == [[100, *dtypes], [7, *dtypes]]
+
+
+def test_a_kernel_pinned_for_a_block_gets_its_own_configs_back(interpreted: dict) -> None:  # type: ignore[type-arg]
+    assert interpreted["scoped"] == [128, 1, True, True]  # the last declared config, launched once
 
 
 def test_production_warns_once_for_a_shape_never_measured_and_falls_back(interpreted: dict) -> None:  # type: ignore[type-arg]
