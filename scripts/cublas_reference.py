@@ -10,6 +10,7 @@ import argparse
 import torch
 
 from autotune.kernels import matmul as mm
+from autotune.kernels.timing import settled_timing
 from autotune.workloads.triton_matmul import DTYPES
 
 
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in args.sizes:
         a = torch.randn(size, size, device="cuda", dtype=DTYPES[args.dtype])
         b = torch.randn(size, size, device="cuda", dtype=DTYPES[args.dtype])
-        timing = mm.settled_timing(lambda a=a, b=b: torch.matmul(a, b))  # type: ignore[misc]
+        timing = settled_timing(lambda a=a, b=b: torch.matmul(a, b))  # type: ignore[misc]
         tflops = mm.flops(size, size, size) / (timing["ms"] * 1e-3) / 1e12
         print(f"cublas {args.dtype} {size}^3: {tflops:.1f} TFLOP/s ms={timing['ms']:.4f} "
               f"windows={timing['windows']:.0f} window_cv={timing['window_cv']:.4f}")  # fmt: skip

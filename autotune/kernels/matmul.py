@@ -18,32 +18,34 @@ Triton 3.6 as in 3.9; nothing here catches it.
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
-from triton.testing import do_bench
 
 from autotune.errors import AutotuneError
+from autotune.kernels.matmul_tma import matmul_tma_persistent
+from autotune.kernels.timing import host_timing, settled_timing
 
 __all__ = [
     "CONFIG_KEYS",
+    "KERNELS",
     "TOLERANCE",
     "bench",
     "check",
     "flops",
     "interpreted",
     "matmul",
-    "settled_timing",
     "shared_memory_bytes",
 ]
 
 #: The keys of a kernel configuration (``GROUP_M`` may be left out; it defaults to 8).
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "GROUP_M")
+
+#: The kernel variants: the tutorial's one program per tile, or one per SM fed by TMA (:mod:`.matmul_tma`).
+KERNELS = ("tiled", "tma_persistent")
 
 #: Largest acceptable relative error ``||out - ref|| / ||ref||`` per input dtype.
 TOLERANCE: dict[torch.dtype, float] = {
@@ -130,11 +132,12 @@ def matmul(
     num_warps: int,
     num_stages: int,
     GROUP_M: int = 8,
+    kernel: str = "tiled",
 ) -> torch.Tensor:
     """``a @ b`` for 2-D ``a`` (M x K) and ``b`` (K x N) of one dtype; the result has that dtype.
 
-    fp32 inputs are multiplied in full fp32 (``input_precision="ieee"``), not TF32, so that the
-    result can be checked against fp32 tolerances.
+    ``kernel`` picks the variant (:data:`KERNELS`). fp32 inputs are multiplied in full fp32
+    (``input_precision="ieee"``), not TF32, so that the result can be checked against fp32 tolerances.
     """
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul needs (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
@@ -147,28 +150,40 @@ def matmul(
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     if c.numel() == 0:
         return c  # nothing to compute; the kernel's "% M" would divide by zero
-    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
+    dot_in_fp32 = interpreted() and a.dtype == torch.bfloat16
     # "tf32" is Triton's default and is ignored for 16-bit inputs, so bf16/fp16 compile exactly
     # as in the tutorial (and as in the recorded H200 measurements).
     precision = "ieee" if a.dtype == torch.float32 else "tf32"
+    if kernel == "tma_persistent":
+        return matmul_tma_persistent(
+            a, b, c, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
+            num_warps=num_warps, num_stages=num_stages, input_precision=precision, dot_in_fp32=dot_in_fp32,
+        )  # fmt: skip
+    if kernel != "tiled":
+        raise AutotuneError(f"matmul kernel={kernel!r} is not valid: expected one of {', '.join(KERNELS)}")
+    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
     _matmul_kernel[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
-        INPUT_PRECISION=precision, DOT_IN_FP32=interpreted() and a.dtype == torch.bfloat16,
+        INPUT_PRECISION=precision, DOT_IN_FP32=dot_in_fp32,
         num_warps=num_warps, num_stages=num_stages,
     )  # fmt: skip
     return c
 
 
-def shared_memory_bytes(BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_stages: int, dtype_bytes: int = 2) -> int:
-    """Shared memory the kernel needs: ``num_stages`` buffered tiles of A and of B.
+def shared_memory_bytes(
+    BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_stages: int, dtype_bytes: int = 2, kernel: str = "tiled"
+) -> int:
+    """Shared memory the kernel needs: ``num_stages`` buffered tiles of A and of B (TMA: and the C tile it stores).
 
     It equals the "Required" figure Triton reported for every configuration measured on an H200
     (``shared/data/h200_triton_matmul_8192.json``), so a sampler can reject configurations that
     cannot launch before running them. Compare it with the device's limit (232448 on H100/H200).
     """
-    return num_stages * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * dtype_bytes
+    staged = num_stages * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * dtype_bytes
+    # Triton asked for 262176 bytes for 128/256/64 with 4 stages on an H100: staged (196608) plus C (65536) and 32.
+    return staged + (BLOCK_M * BLOCK_N * dtype_bytes if kernel == "tma_persistent" else 0)
 
 
 def flops(M: int, N: int, K: int) -> int:
@@ -185,11 +200,12 @@ def _random_inputs(
     return a, b
 
 
-def _kernel_args(config: Mapping[str, Any]) -> dict[str, int]:
+def _kernel_args(config: Mapping[str, Any]) -> dict[str, Any]:
     missing = [key for key in CONFIG_KEYS[:-1] if key not in config]
     if missing:
         raise ValueError(f"matmul config lacks {missing}: got {dict(config)}")
-    return {key: int(config[key]) for key in CONFIG_KEYS if key in config}
+    args: dict[str, Any] = {key: int(config[key]) for key in CONFIG_KEYS if key in config}
+    return {**args, "kernel": config.get("kernel", "tiled")}
 
 
 def check(config: Mapping[str, Any], M: int, N: int, K: int, dtype: torch.dtype, device: torch.device | str) -> float:
@@ -211,19 +227,15 @@ def bench(
     K: int,
     dtype: torch.dtype,
     device: torch.device | str,
-    warmup_ms: float = 100,
+    warmup_ms: float = 500,
     rep_ms: float = 200,
-    max_windows: int = 6,
+    max_windows: int = 10,
     tolerance: float = 0.005,
 ) -> dict[str, float]:
-    """Time ``config`` with ``triton.testing.do_bench`` (L2 flushed before every run) until it holds still.
+    """Time ``config`` with :func:`autotune.kernels.timing.settled_timing` (``do_bench`` windows, L2 flushed).
 
-    One ``do_bench`` window of 100 ms gave a sweep's best matmul 710 TFLOP/s in its trial and 662 when
-    re-measured (H200, issue 10): clocks and power settle over longer than that. So a discarded
-    warm-up window runs first, then timed windows of ``rep_ms`` until the last two medians agree
-    within ``tolerance`` (at most ``max_windows``). Returns the median over the windows' medians as
-    ``ms``, its ``tflops``, the median 90th percentile ``ms_p90``, ``windows`` and ``window_cv``. In the
-    CPU interpreter, which has no Triton driver to time with, one window is timed with the host
+    Returns its ``ms`` (median of all runs), ``ms_p90``, ``windows`` and ``window_cv``, and ``tflops``.
+    In the CPU interpreter, which has no Triton driver to time with, runs are timed with the host
     clock: those numbers only show that the code path works.
     """
     a, b = _random_inputs(M, N, K, dtype, device)
@@ -233,46 +245,7 @@ def bench(
         matmul(a, b, **kwargs)
 
     if interpreted():
-        p50, p90 = _host_bench(run, warmup=warmup_ms / 4, rep=rep_ms / 2, quantiles=[0.5, 0.9])
-        return {"ms": p50, "tflops": flops(M, N, K) / (p50 * 1e-3) / 1e12, "ms_p90": p90, "windows": 1.0}
-    timing = settled_timing(run, warmup_ms, rep_ms, max_windows, tolerance)
+        timing = host_timing(run, warmup_ms=warmup_ms / 20, rep_ms=rep_ms / 2)
+    else:
+        timing = settled_timing(run, warmup_ms, rep_ms, max_windows, tolerance)
     return {**timing, "tflops": flops(M, N, K) / (timing["ms"] * 1e-3) / 1e12}
-
-
-def settled_timing(
-    run: Callable[[], None], warmup_ms: float = 100, rep_ms: float = 200, max_windows: int = 6, tolerance: float = 0.005
-) -> dict[str, float]:
-    """``do_bench`` windows of ``rep_ms`` after a discarded one, until two medians agree (see :func:`bench`).
-
-    Also what a reference (cuBLAS through ``torch.matmul``) is timed with, so the two compare.
-    """
-    do_bench(run, warmup=warmup_ms, rep=warmup_ms)  # discarded: clocks, power and caches settle
-    medians: list[float] = []
-    p90s: list[float] = []
-    while len(medians) < max_windows:
-        p50, p90 = do_bench(run, warmup=1, rep=rep_ms, quantiles=[0.5, 0.9])
-        medians.append(p50)
-        p90s.append(p90)
-        if len(medians) >= 2 and abs(medians[-1] - medians[-2]) <= tolerance * medians[-2]:
-            break
-    return {
-        "ms": statistics.median(medians),
-        "ms_p90": statistics.median(p90s),
-        "windows": float(len(medians)),
-        "window_cv": statistics.pstdev(medians) / statistics.fmean(medians),
-    }
-
-
-def _host_bench(fn: Callable[[], None], warmup: float, rep: float, quantiles: list[float]) -> list[float]:
-    """``do_bench``'s contract timed with ``time.perf_counter`` (for the interpreter only)."""
-    warm_until = time.perf_counter() + warmup / 1e3
-    fn()  # at least once: the first call pays for the interpreter's rewrite of the kernel
-    while time.perf_counter() < warm_until:
-        fn()
-    times: list[float] = []
-    while not times or sum(times) < rep:
-        begin = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - begin) * 1e3)
-    found = torch.quantile(torch.tensor(times, dtype=torch.float64), torch.tensor(quantiles, dtype=torch.float64))
-    return found.tolist()

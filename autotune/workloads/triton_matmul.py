@@ -33,7 +33,7 @@ class KernelWorkload:
     params: dict[str, Any]
     shape: tuple[int, int, int]
     dtype: torch.dtype
-    config: dict[str, int] = field(repr=False)
+    config: dict[str, Any] = field(repr=False)
 
     def run(self, device: torch.device | str) -> dict[str, Any]:
         """Check against torch (raising :class:`NumericsError` past tolerance), then benchmark.
@@ -49,7 +49,7 @@ class KernelWorkload:
         timing = mm.bench(self.config, M, N, K, self.dtype, device)
         smem = mm.shared_memory_bytes(
             self.config["BLOCK_M"], self.config["BLOCK_N"], self.config["BLOCK_K"],
-            self.config["num_stages"], dtype_bytes=self.dtype.itemsize,
+            self.config["num_stages"], dtype_bytes=self.dtype.itemsize, kernel=self.config["kernel"],
         )  # fmt: skip
         return {
             "throughput": timing["tflops"],
@@ -75,7 +75,7 @@ def _power_of_two(value: int) -> bool:
     return value > 0 and value & (value - 1) == 0
 
 
-def _validate(config: dict[str, int], dtype: str) -> None:
+def _validate(config: dict[str, int], dtype: str, kernel: str) -> None:
     """Reject values Triton can never compile, naming them (tl.arange needs powers of two, tl.dot >= 16)."""
     problems = [
         f"{key}={config[key]} must be a power of two >= 16"
@@ -87,6 +87,8 @@ def _validate(config: dict[str, int], dtype: str) -> None:
     problems += [f"{key}={config[key]} must be >= 1" for key in ("num_stages", "GROUP_M") if config[key] < 1]
     if dtype not in DTYPES:
         problems.append(f"dtype={dtype!r} must be one of {', '.join(DTYPES)}")
+    if kernel not in mm.KERNELS:
+        problems.append(f"kernel={kernel!r} must be one of {', '.join(mm.KERNELS)}")
     if problems:
         raise AutotuneError("triton_matmul: " + "; ".join(problems))
 
@@ -100,26 +102,28 @@ def build(
     num_stages: int = 3,
     GROUP_M: int = 8,
     dtype: str = "bf16",
+    kernel: str = "tiled",
     M: int | None = None,
     N: int | None = None,
     K: int | None = None,
 ) -> KernelWorkload:
     """The matmul workload for one configuration, on ``M x K @ K x N`` when given (a space's ``args``
-    or params), else on ``preset``'s shape (full 8192^3, small 2048^3, tiny 64^3)."""
+    or params), else on ``preset``'s shape (full 8192^3, small 2048^3, tiny 64^3). ``kernel`` is
+    the variant: ``tiled`` (the tutorial's) or ``tma_persistent`` (Hopper and newer)."""
     if preset not in SHAPES:
         raise AutotuneError(f"preset {preset!r} is not valid: expected one of {', '.join(SHAPES)}")
     shape = _shape(preset, M, N, K)
     given = {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K,
              "num_warps": num_warps, "num_stages": num_stages, "GROUP_M": GROUP_M}  # fmt: skip
     config = {key: _as_int(key, value) for key, value in given.items()}
-    _validate(config, dtype)
+    _validate(config, dtype, kernel)
     explicit = {"M": shape[0], "N": shape[1], "K": shape[2]} if (M, N, K) != (None, None, None) else {}
     return KernelWorkload(
         name="triton_matmul",
-        params={**config, "dtype": dtype, **explicit},
+        params={**config, "kernel": kernel, "dtype": dtype, **explicit},
         shape=shape,
         dtype=DTYPES[dtype],
-        config=config,
+        config={**config, "kernel": kernel},
     )
 
 

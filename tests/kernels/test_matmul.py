@@ -45,6 +45,15 @@ c = mm.matmul(a, b, **odd)
 out["out"] = [str(c.dtype), list(c.shape)]
 out["metrics"] = triton_matmul.build("tiny").run("cpu")
 out["any_shape"] = triton_matmul.build("tiny", M=48, N=40, K=24, dtype="fp32").run("cpu")
+# The persistent TMA variant: 7 x 5 tiles over the interpreter's 4 programs, each walking several,
+# the last ones partial in M and N (TMA reads zeros past the edge and clips the store).
+tma = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=2, GROUP_M=2, kernel="tma_persistent")
+out["tma_errors"] = {name: mm.check(tma, 100, 72, 56, triton_matmul.DTYPES[name], "cpu") for name in ("fp32", "bf16")}
+out["tma_metrics"] = triton_matmul.build("tiny", kernel="tma_persistent", M=64, N=64, K=48).run("cpu")
+try:
+    mm.matmul(torch.randn(8, 5), torch.randn(5, 9), **tma)
+except Exception as exc:
+    out["tma_unaligned"] = f"{type(exc).__name__}: {exc}"
 json.dump(out, sys.stdout)
 """
 
@@ -124,6 +133,21 @@ def test_matmul_rejects_mismatched_shapes() -> None:
         mm.matmul(torch.ones(3, 4), torch.ones(5, 6), BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=2)
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_persistent_tma_kernel_matches_torch_on_partial_tiles(interpreted: dict[str, Any], dtype: str) -> None:
+    assert 0 <= interpreted["tma_errors"][dtype] <= mm.TOLERANCE[triton_matmul.DTYPES[dtype]]
+
+
+def test_the_persistent_tma_kernel_runs_as_a_workload(interpreted: dict[str, Any]) -> None:
+    metrics = interpreted["tma_metrics"]
+    assert metrics["rel_error"] <= mm.TOLERANCE[torch.bfloat16]
+    assert metrics["shared_mem_bytes"] == mm.shared_memory_bytes(128, 128, 64, 3) + 128 * 128 * 2  # and C's tile
+
+
+def test_the_persistent_tma_kernel_names_the_rows_tma_cannot_address(interpreted: dict[str, Any]) -> None:
+    assert interpreted["tma_unaligned"].startswith("AutotuneError: kernel=tma_persistent: A rows must be")
+
+
 # The workload around the kernel; its run() is exercised in the interpreter above.
 
 
@@ -132,7 +156,7 @@ def test_build_presets_and_params() -> None:
     assert work.shape == (2048, 2048, 2048)
     assert work.dtype == torch.float16
     config = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "GROUP_M": 8}
-    assert work.params == {**config, "dtype": "fp16"}
+    assert work.params == {**config, "kernel": "tiled", "dtype": "fp16"}
     assert triton_matmul.build().shape == (8192, 8192, 8192)
 
 
@@ -152,6 +176,7 @@ def test_build_takes_any_shape_from_the_space() -> None:
         ({"num_stages": 0}, "num_stages=0"),
         ({"BLOCK_N": 64.5}, "BLOCK_N=64.5 must be an integer"),
         ({"dtype": "fp8"}, "dtype='fp8'"),
+        ({"kernel": "cutlass"}, "kernel='cutlass' must be one of tiled, tma_persistent"),
         ({"M": 64, "N": 64}, "give M, N and K together (missing K)"),
         ({"M": 0, "N": 64, "K": 64}, "sizes must be >= 1, got M=0"),
     ],
