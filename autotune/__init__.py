@@ -9,7 +9,7 @@ from autotune.errors import AutotuneError, InvalidCombination
 from autotune.results import Status, TrialResult
 
 if TYPE_CHECKING:
-    from autotune.export import TunedConfig
+    from autotune.tuned import TunedConfig
 
 __all__ = ["AutotuneError", "InvalidCombination", "Status", "TrialResult", "__version__", "load"]
 __version__ = "0.1.0"

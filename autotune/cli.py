@@ -137,6 +137,7 @@ def validate(space_file: Path) -> None:
     show_default=True,
     help="Stop a trial after warm-up if its throughput is under this fraction of the best (0: never).",
 )
+@click.option("--profile", is_flag=True, help="At the end, profile the PyTorch defaults and the winner side by side.")
 def sweep(
     space_file: Path,
     study_name: str | None,
@@ -153,9 +154,11 @@ def sweep(
     remeasure_repeats: int,
     patience: int | None,
     prune_below: float,
+    profile: bool,
 ) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
     from autotune import report
+    from autotune.profiling import DEFAULT_STEPS
     from autotune.space import load_space
     from autotune.sweep import SweepOptions, run_sweep
 
@@ -175,6 +178,7 @@ def sweep(
         remeasure_repeats=remeasure_repeats,
         patience=patience,
         prune_ratio=prune_below,
+        profile_steps=DEFAULT_STEPS if profile else 0,
     )
     summary = run_sweep(space, options)
     click.echo(report.sweep_summary(summary, storage))
@@ -207,6 +211,39 @@ def export(study_name: str, storage: str, output: Path, rule: str | None) -> Non
     config = write_config(study, info, output, rule=rule, storage=storage)
     trial = config.provenance.get("trial")
     click.echo(f"wrote {output} (study {study_name}, trial {trial}): {config.knobs}")
+
+
+@cli.command()
+@click.option("--study", "study_name", required=True, help="The study to profile.")
+@click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
+@click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="Profiled steps per trial.")
+@click.option("--out", type=click.Path(path_type=Path), help="Folder for the Chrome traces [default: profiles/STUDY].")
+@click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")
+@click.option("--no-mlflow", is_flag=True, help="Do not log the table and traces to the sweep's MLflow run.")
+def profile(
+    study_name: str, storage: str, steps: int, out: Path | None, tracking_uri: str | None, no_mlflow: bool
+) -> None:
+    """torch.profiler over the PyTorch-default trial and the winner: where each step's time goes, side by side."""
+    from autotune.profiling import ProfileFailed, profile_study, space_of
+    from autotune.sweep.profile import profile_folder
+
+    study, info = _open_study(study_name, storage)
+    folder = (out or profile_folder(study_name)).absolute()
+    try:
+        result = profile_study(
+            study, info, space_of(info), folder, steps=steps, say=lambda line: click.echo(line, err=True)
+        )
+    except ProfileFailed as exc:
+        _fail(str(exc), EXIT_TRIAL_FAILED)
+    click.echo(result.text())
+    if not no_mlflow:
+        from autotune.studyio import redact_url
+        from autotune.tracking import SweepTracker
+
+        tracker = SweepTracker(study_name, tracking_uri)
+        where = redact_url(tracker.tracking_uri)
+        logged = result.log(tracker)
+        click.echo(f"logged to the sweep's MLflow run in {where}" if logged else f"not logged: no sweep run in {where}")
 
 
 def _open_study(name: str, storage: str) -> tuple[Any, Any]:

@@ -7,8 +7,9 @@ Production code needs two lines::
 
 :meth:`TunedConfig.apply` calls :func:`autotune.knobs.apply`, the very code every trial ran, so
 what was measured is what ships. The batch size is the one knob ``apply`` cannot set (the data
-loader owns it): read it from :attr:`TunedConfig.batch_size`. Triton block sizes are looked up per
-kernel and shape with :meth:`TunedConfig.kernel_config`.
+loader owns it): read it from :attr:`TunedConfig.batch_size`, or let :meth:`TunedConfig.dataloader`
+build the tuned ``DataLoader``. Triton block sizes are looked up per kernel and shape with
+:meth:`TunedConfig.kernel_config`.
 
 The file is YAML::
 
@@ -32,7 +33,6 @@ import os
 import sys
 import tempfile
 import warnings
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -48,6 +48,7 @@ from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.errors import AutotuneError
 from autotune.results import TrialResult
 from autotune.studyio import StudyInfo, redact_url
+from autotune.tuned import SCHEMA_VERSION, TunedConfig, shape_key
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -58,82 +59,16 @@ __all__ = [
     "load",
 ]
 
-SCHEMA_VERSION = 1
 _SECTIONS = ("schema_version", "workload", "knobs", "params", "kernels", "provenance")
 # A kernel configuration's keys, as autotune.kernels.matmul.CONFIG_KEYS names them; GROUP_M may be
-# absent (replayed records leave it out) and then takes the kernel's default.
+# absent (replayed records leave it out) and then takes the kernel's default, as does the variant.
 _KERNEL_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "GROUP_M")
-_KERNEL_DEFAULTS = {"GROUP_M": 8, "dtype": "bf16"}
-_DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+_KERNEL_DEFAULTS = {"GROUP_M": 8, "dtype": "bf16", "kernel": "tiled"}
 _ENV_KEYS = ("gpu", "torch", "cuda", "triton")
 
 
 class EnvMismatchWarning(UserWarning):
     """The tuned config was measured on another GPU or software stack than this machine's."""
-
-
-@dataclass
-class TunedConfig:
-    """A tuned configuration: knobs to apply, the workload's params, kernel block sizes, provenance."""
-
-    knobs: dict[str, Any]
-    params: dict[str, Any] = field(default_factory=dict)
-    workload: dict[str, Any] = field(default_factory=dict)
-    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)
-    schema_version: int = SCHEMA_VERSION
-
-    @property
-    def batch_size(self) -> int | None:
-        """The tuned batch size, for the user's data loader (``apply`` cannot change it)."""
-        return self.knobs.get("batch_size")
-
-    def to_knobs(self) -> knobs_mod.Knobs:
-        """The knobs as :class:`autotune.knobs.Knobs` (unknown names raise AutotuneError)."""
-        return knobs_mod.Knobs.from_params(self.knobs)
-
-    def apply(
-        self,
-        model: torch.nn.Module,
-        optimizer: torch.optim.Optimizer | None = None,
-        *,
-        device_type: str | None = None,
-    ) -> tuple[torch.nn.Module, knobs_mod.StepContext]:
-        """Apply the knobs to ``model`` (and ``optimizer``) exactly as the trials did.
-
-        Call it once the model is on its device and before the optimizer's first step.
-        ``device_type`` defaults to the device of the model's parameters. Returns the model to
-        train (compiled, if the config says so) and the :class:`~autotune.knobs.StepContext` that
-        the training step uses for autocast, backward and the optimizer step.
-        """
-        if device_type is None:
-            first = next(model.parameters(), None)
-            device_type = first.device.type if first is not None else "cpu"
-        from autotune.kernels.pinning import pin_tuned
-
-        applied = knobs_mod.apply(model, optimizer, self.to_knobs(), device_type)
-        pin_tuned(self.kernels)  # listed Triton kernels launch their tuned configs, without autotuning
-        return applied
-
-    def kernel_config(self, kernel: str, M: int, N: int, K: int, dtype: str | torch.dtype) -> dict[str, int] | None:
-        """The tuned block sizes of ``kernel`` for this shape and dtype, or None when not tuned for it."""
-        dtype_name = _DTYPE_NAMES.get(dtype, str(dtype)) if isinstance(dtype, torch.dtype) else dtype
-        found = self.kernels.get(kernel, {}).get(_shape_key(M, N, K, dtype_name))
-        return dict(found) if found is not None else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "workload": self.workload,
-            "knobs": self.knobs,
-            "params": self.params,
-            "kernels": self.kernels,
-            "provenance": self.provenance,
-        }
-
-
-def _shape_key(M: int, N: int, K: int, dtype: str) -> str:
-    return f"{M}x{N}x{K}:{dtype}"
 
 
 # --- export ------------------------------------------------------------------------------------
@@ -143,7 +78,7 @@ def _is_kernel_workload(info: StudyInfo, result: TrialResult) -> bool:
     return "tflops" in result.metrics or "triton_matmul" in info.workload
 
 
-def _kernels(info: StudyInfo, result: TrialResult) -> dict[str, dict[str, dict[str, int]]]:
+def _kernels(info: StudyInfo, result: TrialResult) -> dict[str, dict[str, dict[str, Any]]]:
     """Block sizes keyed by kernel and shape, for the built-in Triton matmul; {} for training workloads."""
     params = {**_KERNEL_DEFAULTS, **result.params}
     if not _is_kernel_workload(info, result) or not all(k in params for k in _KERNEL_KEYS):
@@ -157,8 +92,9 @@ def _kernels(info: StudyInfo, result: TrialResult) -> dict[str, dict[str, dict[s
         M, N, K = SHAPES[info.preset]
     else:
         return {}
-    config = {key: int(params[key]) for key in _KERNEL_KEYS}
-    return {"triton_matmul": {_shape_key(M, N, K, str(params["dtype"])): config}}
+    config: dict[str, Any] = {key: int(params[key]) for key in _KERNEL_KEYS}
+    config["kernel"] = str(params["kernel"])  # the variant: tiled or tma_persistent
+    return {"triton_matmul": {shape_key(M, N, K, str(params["dtype"])): config}}
 
 
 def _listed_kernels(result: TrialResult) -> dict[str, Any]:

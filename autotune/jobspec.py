@@ -54,7 +54,10 @@ class TrialSpec:
     over-large configuration fails as ``oom`` exactly as it would on a smaller device.
     ``prune_below`` lets a sweep stop a trial whose settled warm-up throughput is already below it.
     ``kernels`` names the space's listed Triton kernels: each is pinned to the config its params
-    choose before the workload is built.
+    choose before the workload is built. ``profile_steps > 0`` has the trial, after its timed window,
+    run that many more steps under the profiler (:func:`autotune.profiling.capture`) and put what
+    it returns in ``result.extra["profile"]``, with the Chrome trace in ``<profile_dir>/trace.json``
+    when ``profile_dir`` is given.
     """
 
     workload: str
@@ -67,3 +70,5 @@ class TrialSpec:
     seed: int = 0
     prune_below: float | None = None  # throughput under which to stop after warm-up (status pruned)
     kernels: tuple[str, ...] = ()  # import paths of listed Triton kernels; their configs are in params
+    profile_steps: int = 0  # steps profiled after the timed window (0: none)
+    profile_dir: str | None = None  # where the profiled steps' Chrome trace goes (None: no trace file)

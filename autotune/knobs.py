@@ -11,6 +11,10 @@ the legacy ``allow_tf32`` flags is an error in PyTorch >= 2.9):
 - ``fp32``: strict IEEE fp32, TF32 off for matmuls and cuDNN;
 - ``tf32``: TF32 on for matmuls and cuDNN;
 - ``bf16`` / ``fp16``: fp32 weights with autocast; fp16 adds a gradient scaler.
+
+The data-path knobs (:data:`DATA_KNOBS`: workers, pinning, prefetching, copies) are registered here
+with the others and applied where the data flows: :mod:`autotune.data` builds the ``DataLoader``
+from them and copies each batch to the device as they say, for the trials and for production alike.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import torch
 from autotune.errors import AutotuneError, InvalidCombination
 
 __all__ = [
+    "DATA_KNOBS",
     "KNOB_SPECS",
     "KnobSpec",
     "Knobs",
@@ -45,18 +50,23 @@ FUSABLE_OPTIMIZERS = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD, torc
 
 @dataclass(frozen=True)
 class KnobSpec:
-    """One knob: its type, the values it takes and what it does (shown by ``--help`` and errors)."""
+    """One knob: its type, the values it takes and what it does (shown by ``--help`` and errors).
+
+    ``minimum`` bounds an int knob from below; ``nullable`` lets it be None (PyTorch's own default).
+    """
 
     name: str
     kind: type
     choices: tuple[Any, ...] | None
     doc: str
+    minimum: int | None = None
+    nullable: bool = False
 
 
 KNOB_SPECS: dict[str, KnobSpec] = {
     spec.name: spec
     for spec in (
-        KnobSpec("batch_size", int, None, "samples per training step (default: the workload's)"),
+        KnobSpec("batch_size", int, None, "samples per training step (default: the workload's)", minimum=1),
         KnobSpec("precision", str, PRECISIONS, "numeric precision of the training step"),
         KnobSpec("memory_format", str, MEMORY_FORMATS, "layout of 4-D weights and inputs"),
         KnobSpec("compile_mode", str, COMPILE_MODES, "torch.compile mode, or none for eager"),
@@ -64,16 +74,29 @@ KNOB_SPECS: dict[str, KnobSpec] = {
         KnobSpec("cudnn_deterministic", bool, (True, False), "deterministic cuDNN algorithms only"),
         KnobSpec("fused_optimizer", bool, (True, False), "fused optimizer step (Adam, AdamW, SGD, Adagrad)"),
         KnobSpec("matmul_precision", str, MATMUL_PRECISIONS, "fp32 matmul precision; auto follows precision"),
+        KnobSpec("num_workers", int, None, "DataLoader worker processes (0: load in the training process)", minimum=0),
+        KnobSpec("pin_memory", bool, (True, False), "DataLoader returns batches in pinned host memory (GPU only)"),
+        KnobSpec(
+            "prefetch_factor", int, None, "batches each worker loads ahead (None: torch's)", minimum=1, nullable=True
+        ),
+        KnobSpec("persistent_workers", bool, (True, False), "keep the workers alive from one epoch to the next"),
+        KnobSpec("non_blocking", bool, (True, False), "copy batches with tensor.to(device, non_blocking=True)"),
+        KnobSpec("gpu_prefetch", bool, (True, False), "copy the next batch on a side CUDA stream during this step"),
     )
 }
+# The knobs of the input pipeline: applied by autotune.data, no-ops for a workload that makes its batches on the device.
+DATA_KNOBS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "non_blocking", "gpu_prefetch")
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
+_NONE = {"none", "null", "default"}
 
 
 def _coerce(spec: KnobSpec, value: Any) -> Any:
     """Turn a CLI string or a YAML value into the knob's type, or say what is wrong with it."""
-    if value is None and spec.kind is bool:
+    if value is None and (spec.kind is bool or spec.nullable):
+        return None
+    if spec.nullable and str(value).strip().lower() in _NONE:
         return None
     if spec.kind is bool:
         if isinstance(value, bool):
@@ -88,8 +111,20 @@ def _coerce(spec: KnobSpec, value: Any) -> Any:
             return int(str(value).strip())
     elif spec.kind is str and (spec.choices is None or str(value) in spec.choices):
         return str(value)
-    allowed = ", ".join(str(c).lower() for c in spec.choices) if spec.choices else f"an {spec.kind.__name__}"
-    raise AutotuneError(f"knob {spec.name}={value!r} is not valid: expected {allowed}")
+    raise AutotuneError(f"knob {spec.name}={value!r} is not valid: expected {_allowed(spec)}")
+
+
+def _allowed(spec: KnobSpec) -> str:
+    """The values a knob takes, as an error message says them."""
+    if spec.choices:
+        return ", ".join(str(c).lower() for c in spec.choices)
+    allowed = f"an {spec.kind.__name__}" + (f" >= {spec.minimum}" if spec.minimum is not None else "")
+    return allowed + (" or none" if spec.nullable else "")
+
+
+def _check_minimum(spec: KnobSpec, value: Any) -> None:
+    if spec.minimum is not None and value is not None and value < spec.minimum:
+        raise AutotuneError(f"knob {spec.name}={value!r} is not valid: expected {_allowed(spec)}")
 
 
 @dataclass(frozen=True)
@@ -104,6 +139,12 @@ class Knobs:
     cudnn_deterministic: bool | None = None
     fused_optimizer: bool = False
     matmul_precision: str = "auto"
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    non_blocking: bool = False
+    gpu_prefetch: bool = False
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Knobs:
@@ -114,10 +155,8 @@ class Knobs:
             if spec is None:
                 raise AutotuneError(f"unknown knob {name!r}; knobs are: {', '.join(KNOB_SPECS)}")
             values[name] = _coerce(spec, raw)
-        knobs = cls(**values)
-        if knobs.batch_size is not None and knobs.batch_size < 1:
-            raise AutotuneError(f"knob batch_size={knobs.batch_size} is not valid: expected a positive int")
-        return knobs
+            _check_minimum(spec, values[name])
+        return cls(**values)
 
     def to_params(self) -> dict[str, Any]:
         """All knobs as a plain dict (the ``params`` of a TrialResult and of a tuned config)."""
@@ -186,8 +225,8 @@ class StepContext:
         with step_ctx.autocast():
             loss = loss_fn(model(step_ctx.prepare_inputs(x)), y)
         step_ctx.backward(loss)
-        step_ctx.step(optimizer)
-        optimizer.zero_grad(set_to_none=True)
+        step_ctx.step()  # the optimizer given to apply(); or step_ctx.step(optimizer)
+        step_ctx.zero_grad()
     """
 
     device_type: str
@@ -196,6 +235,7 @@ class StepContext:
     cudagraphs: bool = False
     scaler: torch.amp.GradScaler | None = None
     noops: list[str] = field(default_factory=list)
+    optimizer: torch.optim.Optimizer | None = None  # the one the knobs were applied to
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Opens the forward pass of a step: autocast if the precision asks for it."""
@@ -215,12 +255,24 @@ class StepContext:
     def backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
 
-    def step(self, optimizer: torch.optim.Optimizer) -> None:
+    def step(self, optimizer: torch.optim.Optimizer | None = None) -> None:
+        """Step ``optimizer`` (default: the one given to :func:`apply`), through the scaler under fp16."""
+        optimizer = self._optimizer(optimizer)
         if self.scaler is None:
             optimizer.step()
             return
         self.scaler.step(optimizer)
         self.scaler.update()
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer | None = None) -> None:
+        """Drop the gradients (``set_to_none``) of ``optimizer``, by default the one given to :func:`apply`."""
+        self._optimizer(optimizer).zero_grad(set_to_none=True)
+
+    def _optimizer(self, optimizer: torch.optim.Optimizer | None) -> torch.optim.Optimizer:
+        chosen = optimizer if optimizer is not None else self.optimizer
+        if chosen is None:
+            raise AutotuneError("StepContext has no optimizer: pass one, or give apply() the optimizer")
+        return chosen
 
 
 def apply(
@@ -252,7 +304,7 @@ def apply(
         model = compile_fn(model, mode=knobs.compile_mode)
     dtype = AUTOCAST_DTYPES.get(knobs.precision)
     scaler = torch.amp.GradScaler(device_type) if knobs.precision == "fp16" else None
-    ctx = StepContext(device_type, dtype, channels_last, cudagraphs, scaler, noops)
+    ctx = StepContext(device_type, dtype, channels_last, cudagraphs, scaler, noops, optimizer)
     return model, ctx
 
 

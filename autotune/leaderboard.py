@@ -10,7 +10,8 @@ Rows come in three groups:
 
 ``speedup`` compares each value with the PyTorch-default trial's (> 1 is better in either
 direction). With several objectives, ``pareto`` marks the feasible ok trials that no other feasible
-ok trial beats on every objective.
+ok trial beats on every objective. ``input_bound`` marks ok trials that waited for input more than a
+tenth of their step time (the table says how much): their speed is the data path's, not the model's.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class LeaderboardRow:
     pareto: bool
     default: bool
     feasible: bool
+    input_bound: bool = False
 
     @property
     def ok(self) -> bool:
@@ -198,6 +200,7 @@ def leaderboard(study: optuna.Study, info: StudyInfo) -> list[LeaderboardRow]:
             pareto=m.trial.number in front,
             default=m.is_default,
             feasible=m.feasible,
+            input_bound=m.result.input_bound,
         )
         for rank, m in _order(measured, directions[0])
     ]
@@ -278,6 +281,8 @@ def _status_text(row: LeaderboardRow) -> str:
     notes = ["default"] if row.default else []
     if row.remeasured and row.remeasured.get("values"):
         notes.append(f"median of {len(row.remeasured['values'])}")
+    if row.input_bound:
+        notes.append(f"input-bound: {row.metrics['data_wait_frac']:.0%} waiting for data")
     if row.ok and not row.feasible:
         head = "infeasible" + (f": {_clip(row.reason, _REASON_WIDTH)}" if row.reason else "")
     elif not row.ok:
@@ -350,7 +355,7 @@ def _csv(rows: Sequence[LeaderboardRow], info: StudyInfo) -> str:
     params = list(dict.fromkeys(k for r in rows for k in r.params))
     metrics = list(dict.fromkeys(k for r in rows for k in r.metrics))
     metric_names = {m: f"metric_{m}" if m in params else m for m in metrics}  # a clash keeps both
-    head = ["rank", "trial", "status", "reason", "default", "feasible", "pareto", "value", "speedup"]
+    head = ["rank", "trial", "status", "reason", "default", "feasible", "pareto", "input_bound", "value", "speedup"]
     head += ["remeasured_median", "remeasured_cv"]
     out = io.StringIO()
     writer = csv.DictWriter(out, [*head, *params, *metric_names.values()], lineterminator="\n")
@@ -359,7 +364,7 @@ def _csv(rows: Sequence[LeaderboardRow], info: StudyInfo) -> str:
         remeasured = row.remeasured or {}
         record: dict[str, Any] = {
             "rank": row.rank, "trial": row.trial, "status": row.status, "reason": row.reason,
-            "default": row.default, "feasible": row.feasible, "pareto": row.pareto,
+            "default": row.default, "feasible": row.feasible, "pareto": row.pareto, "input_bound": row.input_bound,
             "value": row.value, "speedup": row.speedup,
             "remeasured_median": remeasured.get("median"), "remeasured_cv": remeasured.get("cv"),
         }  # fmt: skip

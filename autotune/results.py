@@ -7,7 +7,11 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Status", "TrialResult"]
+__all__ = ["INPUT_BOUND_WAIT_FRAC", "Status", "TrialResult"]
+
+# A trial that spends more than this share of its step time waiting for input is input-bound: its
+# throughput says more about the data path than about the model's knobs.
+INPUT_BOUND_WAIT_FRAC = 0.1
 
 
 class Status(StrEnum):
@@ -42,10 +46,18 @@ class TrialResult:
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Things a person should know about an ok trial (a listed kernel that never ran, ...).
     warnings: list[str] = field(default_factory=list)
+    # JSON-able extras a caller asked for (``profile``: what autotune.profiling.capture returned).
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
+
+    @property
+    def input_bound(self) -> bool:
+        """An ok trial whose steps waited for input more than :data:`INPUT_BOUND_WAIT_FRAC` of their time."""
+        wait = self.metrics.get("data_wait_frac")
+        return self.ok and isinstance(wait, int | float) and wait > INPUT_BOUND_WAIT_FRAC
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -66,6 +78,7 @@ class TrialResult:
             series={k: list(v) for k, v in (data.get("series") or {}).items()},
             kernels={k: dict(v) for k, v in (data.get("kernels") or {}).items()},
             warnings=list(data.get("warnings") or []),
+            extra=dict(data.get("extra") or {}),
         )
 
     @classmethod

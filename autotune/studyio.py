@@ -51,6 +51,7 @@ ATTR_WORKER = "autotune.worker"  # host:pid of the worker running the trial
 ATTR_VIOLATION = "autotune.violation"  # > 0: infeasible (OOM, rejected, a metric constraint broken)
 ATTR_DUPLICATE_OF = "autotune.duplicate_of"
 ATTR_MLFLOW_RUN = "autotune.mlflow_run_id"
+ATTR_INPUT_BOUND = "autotune.input_bound"  # True: an ok trial that waited for input > 10% of its step time
 # {"metric": m, "values": [...], "median": x, "cv": y}: the objective measured again in fresh processes.
 # Kept on the study as "autotune.remeasured:<trial number>": a finished trial's attributes are immutable.
 ATTR_REMEASURED = "autotune.remeasured"

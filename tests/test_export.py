@@ -128,6 +128,7 @@ def test_export_of_a_kernel_study(tmp_path: Path) -> None:
     export(s, info, path)
     config = load(path)
     expected = {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3, "GROUP_M": 8}
+    expected["kernel"] = "tiled"  # the variant; records made before it existed ran the tiled kernel
     assert config.kernels == {"triton_matmul": {"64x64x64:bf16": expected}}
     assert config.kernel_config("triton_matmul", 64, 64, 64, torch.bfloat16) == expected
     assert config.kernel_config("triton_matmul", 64, 64, 64, "bf16") == expected
@@ -240,3 +241,44 @@ def test_apply_takes_the_device_type_from_the_model() -> None:
     cfg = TunedConfig(knobs={"precision": "fp16"})
     _, step_ctx = cfg.apply(torch.nn.Linear(4, 4))
     assert step_ctx.device_type == "cpu" and step_ctx.scaler is not None
+
+
+DATA_KNOBS = {"batch_size": 32, "num_workers": 2, "pin_memory": True, "prefetch_factor": 5, "persistent_workers": True}
+
+
+def points(count: int = 128) -> torch.utils.data.TensorDataset:
+    return torch.utils.data.TensorDataset(torch.randn(count, 4), torch.randint(0, 2, (count,)))
+
+
+def test_dataloader_rebuilds_the_tuned_loader(tmp_path: Path) -> None:
+    cfg = load(write_config(tmp_path / "tuned.yaml", knobs={**DATA_KNOBS, "non_blocking": True}))
+    loader = cfg.dataloader(points(), device="cuda")
+    assert (loader.batch_size, loader.num_workers, loader.prefetch_factor) == (32, 2, 5)
+    assert loader.pin_memory and loader.persistent_workers and loader.drop_last
+    assert isinstance(loader.sampler, torch.utils.data.RandomSampler)  # shuffled, as the trials were
+    # Where the batches stay on a CPU, pinned memory would buy nothing: it is off.
+    assert not cfg.dataloader(points(), device="cpu").pin_memory
+    assert cfg.dataloader(points()).pin_memory is torch.cuda.is_available()
+
+
+def test_dataloader_keyword_arguments_override_the_tuned_values(tmp_path: Path) -> None:
+    cfg = TunedConfig(knobs=DATA_KNOBS)
+
+    def collate(samples: list[Any]) -> list[Any]:
+        return samples
+
+    loader = cfg.dataloader(points(), device="cpu", batch_size=8, num_workers=0, shuffle=False, collate_fn=collate)
+    assert (loader.batch_size, loader.num_workers, loader.prefetch_factor, loader.persistent_workers) == (
+        8,
+        0,
+        None,
+        False,
+    )
+    assert isinstance(loader.sampler, torch.utils.data.SequentialSampler) and loader.collate_fn is collate
+    assert len(next(iter(loader))) == 8
+
+
+def test_dataloader_without_a_tuned_batch_size_asks_for_one() -> None:
+    with pytest.raises(AutotuneError, match=r"no batch_size: pass dataloader\(dataset, batch_size=\.\.\.\)"):
+        TunedConfig(knobs={"num_workers": 2}).dataloader(points())
+    assert TunedConfig(knobs={"num_workers": 2}).dataloader(points(), batch_size=16).batch_size == 16

@@ -160,7 +160,7 @@ def _coerce(name: str, value: Any, where: str, report: _Report) -> Any:
                 f"{_quote(value)} is not one of {allowed}{_did_you_mean(value, map(str, knob.choices))}",
             )
         else:
-            report.add(where, f"{_quote(value)} is not a positive {knob.kind.__name__}")
+            report.add(where, f"{_quote(value)} is not {_int_range(knob.minimum)}")
         return _INVALID
 
 
@@ -214,13 +214,21 @@ def _range_allowed(name: str, low: int | float, high: int | float, where: str, r
         allowed = ", ".join(_show(c) for c in knob.choices or ())
         report.add(where, f"{name} takes one of {allowed}: a low/high range is not valid")
         return False
-    if knob is not None and not (isinstance(low, int) and isinstance(high, int) and low >= 1):
-        report.add(where, f"{name} takes positive ints: low={low}, high={high} are not")
+    lowest = knob.minimum if knob is not None and knob.minimum is not None else 1
+    if knob is not None and not (isinstance(low, int) and isinstance(high, int) and low >= lowest):
+        report.add(where, f"{name} takes {_int_range(lowest, plural=True)}: low={low}, high={high} are not")
         return False
     if low > high:
         report.add(where, f"low={low} is greater than high={high}")
         return False
     return True
+
+
+def _int_range(minimum: int | None, plural: bool = False) -> str:
+    """``a positive int`` / ``positive ints``, or ``an int >= 0`` / ``ints >= 0``, as an int knob's bound says."""
+    if minimum is None or minimum == 1:
+        return "positive ints" if plural else "a positive int"
+    return f"ints >= {minimum}" if plural else f"an int >= {minimum}"
 
 
 def _step(

@@ -21,6 +21,7 @@ from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.executors import replay_executor, trial_executor
 from autotune.sweep.ledger import TrialLedger
 from autotune.sweep.options import Executor, SweepOptions, SweepSummary
+from autotune.sweep.profile import Profile
 from autotune.sweep.proposals import Proposal, Proposer
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.remeasure import Remeasure
@@ -91,7 +92,11 @@ class Sweep:
     def _stages(self) -> list[Stage]:
         if self.ctx.options.replay:
             return []  # recorded measurements would only repeat themselves
-        return [Remeasure(self.ctx.options.remeasure_top, self.ctx.options.remeasure_repeats)]
+        options = self.ctx.options
+        stages: list[Stage] = [Remeasure(options.remeasure_top, options.remeasure_repeats)]
+        if options.profile_steps:
+            stages.append(Profile(options.profile_steps))  # after re-measuring: it names the winner
+        return stages
 
     def one_trial(self) -> bool:
         """Propose, answer or measure, record. True when the trial was measured (it counts in the budget)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import studyio
+from autotune.errors import AutotuneError
 from autotune.results import TrialResult
 
 __all__ = ["DEFAULT_TRIALS", "Executor", "SweepOptions", "SweepSummary"]
@@ -35,6 +36,13 @@ class SweepOptions:
     remeasure_repeats: int = 3
     patience: int | None = None  # stop after this many measured trials in a row without a new best
     prune_ratio: float = 0.5  # stop a trial after warm-up below this fraction of the best throughput; 0: never
+    profile_steps: int = 0  # at the end, profile the default and the winner over this many steps; 0: don't
+
+    def __post_init__(self) -> None:
+        if self.profile_steps < 0:
+            raise ValueError(f"profile_steps must be >= 0, got {self.profile_steps=}")
+        if self.profile_steps and self.replay is not None:
+            raise AutotuneError("--profile runs real trials: it cannot be combined with --replay")
 
 
 @dataclass

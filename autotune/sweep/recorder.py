@@ -89,6 +89,8 @@ class Recorder:
         }
         if violation is not None:
             attrs[studyio.ATTR_VIOLATION] = violation
+        if result.input_bound:
+            attrs[studyio.ATTR_INPUT_BOUND] = True
         if proposal.source is not None:
             attrs[studyio.ATTR_DUPLICATE_OF] = proposal.source.number
         if proposal.kind is TrialKind.MEASURED and self.tracker is not None:

@@ -17,7 +17,8 @@ their abbreviations are in :mod:`autotune.labels`, shared with the progress line
   kinds of store errors go here, never experiment or run logic.
 - ``experiment``: the experiment ``autotune/<study>``; marking it as a model-training experiment goes here.
 - ``sweep_run``: the sweep's parent run; its markdown description goes in ``start``, a report artifact in
-  ``finish`` (or as one more entry of the ``artifacts`` the sweep passes to :meth:`SweepTracker.finish`).
+  ``finish`` (or as one more entry of the ``artifacts`` the sweep passes to :meth:`SweepTracker.finish`);
+  what comes after the sweep (``autotune profile``'s table and traces) through ``add``.
 - ``trial_runs``: the trials' child runs; a new metric on them, such as ``speedup``, goes in ``TrialBatch``.
 - ``tracker``: :class:`SweepTracker`, the facade the sweep calls; each public method runs one guarded call.
 """

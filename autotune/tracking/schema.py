@@ -15,6 +15,7 @@ __all__ = [
     "CHANGED_PARAM_TAG_PREFIX",
     "MAX_PARAM_LEN",
     "MAX_TAG_LEN",
+    "TAG_INPUT_BOUND",
     "TAG_PARENT",
     "TAG_REASON",
     "TAG_ROLE",
@@ -30,6 +31,7 @@ __all__ = [
 TAG_STUDY = "autotune.study"
 TAG_ROLE = "autotune.role"
 TAG_WARNINGS = "autotune.warnings"  # things to know about an ok trial (a listed kernel that never ran)
+TAG_INPUT_BOUND = "autotune.input_bound"  # "true" on a trial that waited for input > 10% of its step time
 TAG_TRIAL = "autotune.trial"
 TAG_STATUS = "autotune.status"
 TAG_REASON = "autotune.reason"

@@ -68,6 +68,22 @@ class SweepRun:
             client.log_text(run_id, text, name)
         client.set_terminated(run_id, status=status)
 
+    def add(self, metrics: list[Metric], texts: Mapping[str, str], files: Mapping[str, str]) -> bool:
+        """Add ``metrics``, text artifacts (``{artifact path: text}``) and files (``{artifact folder: local
+        path}``) to the parent run; False, creating nothing, when the study has none (it swept without MLflow)."""
+        client = self.store.client()
+        if self.run_id is None and client.get_experiment_by_name(self.experiment.name) is None:
+            return False
+        run_id = self.lookup()
+        if run_id is None:
+            return False
+        client.log_batch(run_id, metrics=metrics)
+        for name, text in texts.items():
+            client.log_text(run_id, text, name)
+        for folder, path in files.items():
+            client.log_artifact(run_id, path, folder)
+        return True
+
     def _find_or_create(self) -> Run:
         parents = self._search()
         if parents:

@@ -115,6 +115,18 @@ class SweepTracker:
         texts = dict(artifacts)
         self._store.guarded("finishing the sweep run", lambda: self._sweep_run.finish(entries, texts, status))
 
+    def add_to_sweep_run(
+        self, metrics: Mapping[str, float], texts: Mapping[str, str], files: Mapping[str, Path]
+    ) -> bool:
+        """Add summary ``metrics``, text artifacts (``{artifact path: text}``) and files (``{artifact
+        folder: local file}``) to the sweep's parent run, finished or not (``autotune profile`` adds
+        its table and traces after the sweep). False when MLflow is unreachable or the study has no
+        parent run; none is created."""
+        entries = finite_metrics(metrics)
+        paths = {folder: str(path) for folder, path in files.items()}
+        added = self._store.guarded("adding to the sweep run", lambda: self._sweep_run.add(entries, dict(texts), paths))
+        return bool(added)
+
     def _client(self) -> MlflowClient:
         """The shared client (tests patch it); made on first use."""
         return self._store.client()

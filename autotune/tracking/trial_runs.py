@@ -17,6 +17,7 @@ from autotune.tracking.experiment import SweepExperiment
 from autotune.tracking.schema import (
     MAX_PARAM_LEN,
     MAX_TAG_LEN,
+    TAG_INPUT_BOUND,
     TAG_PARENT,
     TAG_REASON,
     TAG_ROLE,
@@ -61,6 +62,8 @@ class TrialBatch:
             tags[TAG_REASON] = result.reason
         if result.warnings:
             tags[TAG_WARNINGS] = "; ".join(result.warnings)
+        if result.input_bound:
+            tags[TAG_INPUT_BOUND] = "true"
         return cls(
             run_name=trial_run_name(number, params),
             params=[Param(str(key), clip(str(value), MAX_PARAM_LEN)) for key, value in params.items()],

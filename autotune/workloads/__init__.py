@@ -23,6 +23,71 @@ directly. It may also return a ``(model, make_batch, loss_fn)`` tuple. Example::
     # autotune trial my_models:mlp --preset tiny --device cpu -p precision=bf16
 
 Extra keyword parameters of ``build`` (beyond ``preset``) become tunable parameters of the workload.
+
+Real input: in place of ``make_batch``, give a map-style ``torch.utils.data.Dataset`` (``dataset=``).
+The trial builds the ``DataLoader`` itself (``batch_size`` from the knob, ``shuffle=True``,
+``drop_last=True``) from the data-path knobs (``num_workers``, ``pin_memory``, ``prefetch_factor``,
+``persistent_workers``) and copies each batch to the device as ``non_blocking`` and ``gpu_prefetch``
+say; ``collate_fn`` goes to the ``DataLoader`` and ``device_transform(batch)`` runs on the device
+after the copy, inside the timed step (normalisation, augmentation on the GPU). The time each step
+waits for its batch is reported (``data_wait_ms_p50``, ``data_wait_frac``); a trial that waits more
+than a tenth of its step time is ``input_bound``. The dataset holds host data: ``build`` runs under
+the trial's device, so create its tensors with ``device="cpu"``. Its length is the epoch: each
+epoch restarts the loader (and its workers, unless ``persistent_workers``), so a dataset far
+shorter than the real job's epoch makes restarts weigh more in a trial than in training (a
+dataset may map index ``i`` to sample ``i % N`` to have the real epoch's length).
+
+A step of your own: ``train_step(model, batch, ctx)`` replaces the built-in step (forward, loss,
+backward, optimizer step) and returns the step's loss. ``ctx`` is the
+:class:`~autotune.knobs.StepContext` of the trial's knobs: ``ctx.autocast()`` around forward passes,
+``ctx.prepare_inputs(x)`` for the input layout, ``ctx.backward(loss)`` (through the fp16 gradient
+scaler), ``ctx.step()`` (the optimizer the knobs were applied to) and ``ctx.zero_grad()``. With a
+``loss_fn`` as well, the first step's loss is checked against ``loss_fn(model(inputs), targets)`` on
+the same batch in strict fp32 (so return the whole batch's loss, e.g. the mean over micro-batches);
+without one, the check is that the loss is finite. Example, gradient accumulation over host data::
+
+    # my_data.py
+    import torch
+    from torch.nn import functional as F
+    from autotune.workloads import Workload
+
+    class Images(torch.utils.data.Dataset):
+        def __init__(self, count: int, size: int) -> None:  # uint8 images in host memory
+            self.images = torch.randint(0, 256, (count, 3, size, size), dtype=torch.uint8, device="cpu")
+            self.labels = torch.randint(0, 10, (count,), device="cpu")
+
+        def __len__(self) -> int:
+            return len(self.labels)
+
+        def __getitem__(self, index: int):
+            return self.images[index], self.labels[index]
+
+    def normalise(batch):  # on the device, inside the timed step
+        images, labels = batch
+        return images.float().div(255).sub(0.5), labels
+
+    def accumulate(model, batch, ctx, micro_batches: int = 4):
+        images, labels = batch
+        total = 0.0
+        for x, y in zip(images.chunk(micro_batches), labels.chunk(micro_batches)):
+            with ctx.autocast():
+                loss = F.cross_entropy(model(ctx.prepare_inputs(x)), y) / micro_batches
+            ctx.backward(loss)
+            total += loss.detach()
+        ctx.step()
+        ctx.zero_grad()
+        return total  # the mean over the micro-batches: the whole batch's cross-entropy
+
+    def convnet(preset: str = "full") -> Workload:
+        size = {"tiny": 16, "small": 64, "full": 224}[preset]
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10),
+        )
+        return Workload(model, loss_fn=F.cross_entropy, dataset=Images(512, size),
+                        device_transform=normalise, train_step=accumulate, default_batch_size=32)
+
+    # autotune trial my_data:convnet --preset tiny --device cpu -p num_workers=2 -p persistent_workers=true
 """
 
 from __future__ import annotations
@@ -32,10 +97,11 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+from torch.utils.data import Dataset, IterableDataset
 
 from autotune.errors import AutotuneError
 
@@ -55,17 +121,36 @@ Batch = tuple[Any, torch.Tensor]
 class Workload:
     """What a trial trains.
 
-    ``make_batch(batch_size, device)`` returns ``(inputs, targets)`` made on ``device``, random and
-    never all zeros; ``loss_fn(model(inputs), targets)`` is the scalar loss. Throughput is reported
-    as ``items_per_sample * batch_size / step time`` in ``unit`` (tokens/s for language models).
+    Batches come from exactly one of ``make_batch(batch_size, device)``, which returns ``(inputs,
+    targets)`` made on ``device`` (random, never all zeros), or ``dataset``, host data the trial
+    loads through a ``DataLoader`` built from the data-path knobs (``collate_fn`` is handed to it;
+    ``device_transform(batch)`` runs on the device after the copy, inside the timed step). The step
+    is ``loss_fn(model(inputs), targets)`` with backward and optimizer step, or the workload's own
+    ``train_step(model, batch, ctx)`` returning the loss (see the module docstring). Throughput is
+    reported as ``items_per_sample * batch_size / step time`` in ``unit`` (tokens/s for language models).
     """
 
     model: torch.nn.Module
-    make_batch: Callable[[int, torch.device], Batch]
-    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor]
+    make_batch: Callable[[int, torch.device], Batch] | None = None
+    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
     default_batch_size: int = 32
     items_per_sample: int = 1
     unit: str = "samples/s"
+    _: KW_ONLY
+    dataset: Dataset[Any] | None = None
+    collate_fn: Callable[[Any], Any] | None = None
+    device_transform: Callable[[Any], Any] | None = None
+    train_step: Callable[[torch.nn.Module, Any, Any], torch.Tensor] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.make_batch is None) == (self.dataset is None):
+            raise AutotuneError("a Workload takes exactly one of make_batch and dataset")
+        if self.loss_fn is None and self.train_step is None:
+            raise AutotuneError("a Workload needs a loss_fn or its own train_step")
+        if isinstance(self.dataset, IterableDataset):
+            raise AutotuneError("a Workload's dataset must be map-style (__getitem__, __len__): the trial shuffles it")
+        if self.make_batch is not None and (self.collate_fn is not None or self.device_transform is not None):
+            raise AutotuneError("collate_fn and device_transform apply to a dataset, not to make_batch")
 
 
 @runtime_checkable

@@ -1,5 +1,9 @@
 """A GPT-2 124M-style decoder (pre-norm, tied embeddings, scaled_dot_product_attention) on random tokens.
 
+``data: synthetic`` (the default) makes each batch of tokens on the device; ``data: host`` samples
+windows of a seeded int32 token stream in host memory through the trial's DataLoader, widened to
+int64 on the device (:mod:`autotune.workloads.hostdata`).
+
 Two workload params swap in our Triton kernels (:mod:`autotune.kernels`), so a space can weigh them
 against torch's and tune their configs (``search_spaces/gpt2_kernels.yaml``):
 
@@ -21,8 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from autotune.errors import AutotuneError
-from autotune.workloads import Workload
+from autotune.workloads import Workload, hostdata
 
 __all__ = ["GPT", "HEADS", "HEAD_CHUNK", "NORMS", "GPTConfig", "build"]
 
@@ -48,11 +51,12 @@ PRESETS = {
     "small": GPTConfig(6, 6, 384, 512, 50304, 16),
     "tiny": GPTConfig(2, 2, 64, 64, 512, 4),
 }
+# Tokens in the host stream of data=host: 4M at full (16 MB of int32), 256 full batches of 16 x 1024.
+HOST_TOKENS = {"full": 4 * 2**20, "small": 2**20, "tiny": 2**16}
 
 
 def _check_choice(name: str, value: str, options: tuple[str, ...]) -> None:
-    if value not in options:
-        raise AutotuneError(f"gpt2: {name}={value!r} is not valid: expected one of {', '.join(options)}")
+    hostdata.check_choice("gpt2", name, value, options)
 
 
 def _layer_norm_class(norm: str) -> type[nn.LayerNorm]:
@@ -127,20 +131,33 @@ def _fused_lm_loss(model: GPT) -> Callable[[torch.Tensor, torch.Tensor], torch.T
     return loss
 
 
-def build(preset: str = "full", norm: str = "torch", head: str = "torch") -> Workload:
+def build(preset: str = "full", norm: str = "torch", head: str = "torch", data: str = "synthetic") -> Workload:
     """GPT-2 next-token prediction on random token sequences; throughput in tokens/s.
 
     ``norm`` (``torch`` | ``triton``) and ``head`` (``torch`` | ``fused``) choose torch's layers or our
-    Triton kernels (see the module docstring); bad values raise :class:`AutotuneError`.
+    Triton kernels (see the module docstring); ``data`` is ``synthetic`` (tokens made on the device)
+    or ``host`` (a Dataset the trial loads). Bad values raise :class:`AutotuneError`.
     """
     _check_choice("norm", norm, NORMS)
     _check_choice("head", head, HEADS)
+    _check_choice("data", data, hostdata.DATA_MODES)
     cfg = PRESETS[preset]
     model = GPT(cfg, norm=norm, return_hidden=head == "fused")
+    loss_fn = _fused_lm_loss(model) if head == "fused" else _lm_loss
+    if data == "host":
+        pipeline = hostdata.token_pipeline(HOST_TOKENS[preset], cfg.vocab, cfg.seq)
+        return Workload(
+            model,
+            loss_fn=loss_fn,
+            default_batch_size=cfg.batch,
+            items_per_sample=cfg.seq,
+            unit="tokens/s",
+            dataset=pipeline.dataset,
+            device_transform=pipeline.device_transform,
+        )
 
     def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         tokens = torch.randint(0, cfg.vocab, (batch_size, cfg.seq + 1), device=device)
         return tokens[:, :-1], tokens[:, 1:]
 
-    loss_fn = _fused_lm_loss(model) if head == "fused" else _lm_loss
     return Workload(model, make_batch, loss_fn, default_batch_size=cfg.batch, items_per_sample=cfg.seq, unit="tokens/s")

@@ -1,4 +1,10 @@
-"""ResNet-50 (He et al. 2015, torchvision's v1.5 layout) in plain torch, with synthetic images."""
+"""ResNet-50 (He et al. 2015, torchvision's v1.5 layout) in plain torch, on synthetic or host images.
+
+``data: synthetic`` (the default, for model-only tuning) makes each batch of random images on the
+device. ``data: host`` trains from uint8 images in host memory through the trial's DataLoader, with
+random crop, flip and ImageNet normalisation; ``augment`` (cpu | gpu) says where those run and
+``fetch`` (sample | batch) how a batch is gathered (see :mod:`autotune.workloads.hostdata`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from autotune.workloads import Workload
+from autotune.workloads import Workload, hostdata
 
 __all__ = ["ResNet", "build"]
 
@@ -28,6 +34,8 @@ PRESETS = {
     "small": _Size((3, 4, 6, 3), 64, 112, 1000, 64),
     "tiny": _Size((1, 1, 1, 1), 8, 32, 10, 8),
 }
+# Images in the host pool of data=host: 2048 at full is 400 MB of uint8 3 x 256 x 256 (made in a second or two).
+HOST_POOL = {"full": 2048, "small": 2048, "tiny": 64}
 
 
 class Bottleneck(nn.Module):
@@ -80,10 +88,29 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def build(preset: str = "full") -> Workload:
-    """ResNet-50 image classification on random images and labels."""
+def build(preset: str = "full", data: str = "synthetic", augment: str = "cpu", fetch: str = "sample") -> Workload:
+    """ResNet-50 image classification on random images and labels.
+
+    ``data`` is ``synthetic`` (batches made on the device) or ``host`` (a Dataset the trial loads);
+    ``augment`` and ``fetch`` shape the host pipeline and change nothing with synthetic data. Bad
+    values raise :class:`AutotuneError`.
+    """
+    hostdata.check_choice("resnet50", "data", data, hostdata.DATA_MODES)
+    hostdata.check_choice("resnet50", "augment", augment, hostdata.AUGMENTS)
+    hostdata.check_choice("resnet50", "fetch", fetch, hostdata.FETCHES)
     size = PRESETS[preset]
     model = ResNet(size.layers, size.width, size.classes)
+    if data == "host":
+        pipeline = hostdata.image_pipeline(HOST_POOL[preset], size.image, size.classes, augment, fetch)
+        return Workload(
+            model,
+            loss_fn=F.cross_entropy,
+            default_batch_size=size.batch,
+            unit="images/s",
+            dataset=pipeline.dataset,
+            collate_fn=pipeline.collate_fn,
+            device_transform=pipeline.device_transform,
+        )
 
     def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         images = torch.randn(batch_size, 3, size.image, size.image, device=device)

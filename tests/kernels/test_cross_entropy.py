@@ -239,7 +239,7 @@ def test_gpt2_with_our_kernels_matches_gpt2_with_torchs(gpt2_interpreted: dict[s
 
 
 def test_gpt2_takes_norm_and_head_as_workload_params() -> None:
-    assert workload_params(gpt2.build) == {"norm": "torch", "head": "torch"}
+    assert workload_params(gpt2.build) == {"norm": "torch", "head": "torch", "data": "synthetic"}
 
 
 @pytest.mark.parametrize(

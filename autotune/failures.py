@@ -1,0 +1,45 @@
+"""How a trial failed: an exception raised by a trial job, mapped to its status and a one-line reason."""
+
+from __future__ import annotations
+
+import torch
+
+from autotune.errors import AutotuneError, NumericsError, first_line
+from autotune.results import Status
+
+__all__ = ["classify"]
+
+_OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "out of resource")
+_COMPILE_MODULES = ("torch._dynamo", "torch._inductor", "triton.compiler", "triton.runtime")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError) or type(exc).__name__ == "OutOfResources":
+        return True
+    return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in _OOM_TEXT)
+
+
+def classify(exc: BaseException) -> tuple[Status, str]:
+    """Map an exception raised by a trial to its status and a one-line reason."""
+    chain = _chain(exc)
+    message = first_line(exc)
+    reason = f"{type(exc).__name__}: {message}"
+    if any(_is_oom(e) for e in chain):  # also when compilation wraps an OOM during autotuning
+        oom = next(e for e in chain if _is_oom(e))
+        return Status.OOM, f"{type(oom).__name__}: {first_line(oom)}"
+    if isinstance(exc, AutotuneError):
+        return Status.INVALID, message
+    if isinstance(exc, NumericsError):
+        return Status.NUMERICS, message
+    if any(type(e).__module__.startswith(_COMPILE_MODULES) for e in chain):
+        return Status.COMPILE_ERROR, reason
+    return Status.CRASH, reason

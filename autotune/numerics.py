@@ -1,0 +1,65 @@
+"""The numerics guard of a trial: the first step's loss against a strict-fp32 reference, every loss finite.
+
+A configuration that trains fast but wrong (fp16 overflow, a cancelling loss in bf16) is a trial
+with status ``numerics``, not a winner.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from autotune import knobs as knobs_mod
+from autotune import workloads
+from autotune.errors import AutotuneError, NumericsError
+
+__all__ = ["LOSS_TOLERANCE", "check_first_loss", "check_losses", "pair", "reference_loss"]
+
+# First-step loss vs the strict-fp32 reference on the same weights and batch: relative error allowed.
+LOSS_TOLERANCE = {"fp32": 1e-3, "default": 1e-2, "tf32": 1e-2, "fp16": 3e-2, "bf16": 5e-2}
+
+
+def pair(batch: Any) -> tuple[Any, Any]:
+    """``(inputs, targets)`` of a batch that a ``loss_fn`` takes, or a clear error for one it cannot."""
+    if isinstance(batch, tuple | list) and len(batch) == 2:
+        return batch[0], batch[1]
+    raise AutotuneError(f"loss_fn needs (inputs, targets) batches; the workload's batch is a {type(batch).__name__}")
+
+
+def reference_loss(workload: workloads.Workload, batch: Any) -> float | None:
+    """The loss of the untouched model in strict fp32 on ``batch``: the guard's yardstick.
+
+    None for a workload without ``loss_fn`` (its own ``train_step`` only): there is no loss to
+    recompute, so its first step is only checked to be finite.
+    """
+    if workload.loss_fn is None:
+        return None
+    inputs, targets = pair(batch)
+    with knobs_mod.strict_fp32(), torch.no_grad():
+        return float(workload.loss_fn(workload.model(inputs), targets))
+
+
+def check_first_loss(first: float, reference: float | None, precision: str) -> float | None:
+    """The first step's relative error against ``reference`` (None without one); NumericsError past tolerance."""
+    if not math.isfinite(first):
+        raise NumericsError(f"loss is {first} at the first step (precision={precision})")
+    if reference is None:
+        return None
+    rel = abs(first - reference) / max(abs(reference), 1e-6)
+    tolerance = LOSS_TOLERANCE[precision]
+    if rel > tolerance:
+        raise NumericsError(
+            f"first-step loss {first:.6g} vs fp32 reference {reference:.6g}: "
+            f"relative error {rel:.2g} > {tolerance:g} allowed for precision={precision}"
+        )
+    return rel
+
+
+def check_losses(losses: list[torch.Tensor], precision: str) -> None:
+    """NumericsError naming the first step whose loss is not finite (one device sync for them all)."""
+    if bool(torch.isfinite(torch.stack(losses)).all()):
+        return
+    bad = next(i for i, loss in enumerate(losses) if not math.isfinite(float(loss)))
+    raise NumericsError(f"loss became {float(losses[bad])} at step {bad} (precision={precision})")
