@@ -43,7 +43,7 @@ def split_params(params: dict[str, Any], build: Callable[..., Any]) -> tuple[dic
         if name in knobs_mod.KNOB_SPECS:
             knob_params[name] = value
         elif name in accepted:
-            workload_params[name] = value
+            workload_params[name] = workloads.coerce_param(name, value, accepted[name])
         else:
             options = ", ".join([*knobs_mod.KNOB_SPECS, *accepted])
             raise AutotuneError(f"unknown parameter {name!r}; this workload takes: {options}")

@@ -30,6 +30,14 @@ def _env_line(env: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _data_wait_line(result: TrialResult) -> str | None:
+    metrics = result.metrics
+    if "data_wait_frac" not in metrics:  # batches made on the device: nothing to wait for
+        return None
+    bound = "  input-bound" if result.input_bound else ""
+    return f"p50 {metrics['data_wait_ms_p50']:.2f} ms per step, {metrics['data_wait_frac']:.1%} of the step{bound}"
+
+
 def _short(value: Any) -> str:
     return f"{value:,.4g}" if isinstance(value, float) else str(value)
 
@@ -49,6 +57,7 @@ def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
         ("params", format_params(result.params)),
         ("throughput", f"{m['throughput']:,.1f} {m['throughput_unit']}"),
         ("step time", f"p50 {m['step_ms_p50']:.2f} ms  p90 {m['step_ms_p90']:.2f} ms  CV {m['step_cv']:.2%}"),
+        ("data wait", _data_wait_line(result)),
         ("peak memory", f"{m['peak_mem_gib']:.2f} GiB"),
         ("compile", f"{m['compile_s']:.1f} s  (first step {m['first_step_s']:.1f} s)"),
         ("energy", _energy_line(m)),

@@ -197,3 +197,19 @@ def test_a_trial_timed_beside_a_busy_process_says_so(runner: TrialRunner) -> Non
         busy.wait()
     assert result.status is Status.OK, result.reason
     assert result.metrics["gpu_other_processes"] >= 1
+
+
+def test_workload_params_given_as_text_take_their_defaults_type() -> None:
+    from autotune.errors import AutotuneError
+    from autotune.workloads import coerce_param
+
+    assert coerce_param("delay_ms", "2", 0.0) == 2.0
+    assert coerce_param("micro_batches", "4", 4) == 4
+    assert coerce_param("with_loss_fn", "false", True) is False
+    assert coerce_param("norm", "triton", "torch") == "triton"
+    assert coerce_param("M", "4096", None) == "4096"  # no default to go by: the build function decides
+    assert coerce_param("delay_ms", 2, 0.0) == 2  # typed already (a space's YAML)
+    with pytest.raises(AutotuneError, match=r"with_loss_fn='maybe' is not valid: expected true or false"):
+        coerce_param("with_loss_fn", "maybe", True)
+    with pytest.raises(AutotuneError, match=r"workload param micro_batches='four' is not valid: expected an integer"):
+        coerce_param("micro_batches", "four", 4)

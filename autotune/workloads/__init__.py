@@ -105,7 +105,17 @@ from torch.utils.data import Dataset, IterableDataset
 
 from autotune.errors import AutotuneError
 
-__all__ = ["BUILTIN", "PRESETS", "KernelJob", "Workload", "build", "import_user_module", "resolve", "workload_params"]
+__all__ = [
+    "BUILTIN",
+    "PRESETS",
+    "KernelJob",
+    "Workload",
+    "build",
+    "coerce_param",
+    "import_user_module",
+    "resolve",
+    "workload_params",
+]
 
 PRESETS = ("tiny", "small", "full")
 BUILTIN = {
@@ -194,6 +204,30 @@ def workload_params(func: Callable[..., Any]) -> dict[str, Any]:
             continue
         out[param.name] = None if param.default is param.empty else param.default
     return out
+
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def coerce_param(name: str, value: Any, default: Any) -> Any:
+    """A workload param given as text (``-p delay_ms=2``) in its default's type: bool, int or float.
+
+    Values from a space's YAML are typed already and pass through, as does text for a param whose
+    default is text or None (the build function then sees what was written).
+    """
+    if not isinstance(value, str) or default is None or isinstance(default, str):
+        return value
+    text = value.strip().lower()
+    try:
+        if isinstance(default, bool):
+            if text not in _TRUE | _FALSE:
+                raise ValueError(text)
+            return text in _TRUE
+        return type(default)(value) if isinstance(default, int | float) else value
+    except ValueError:
+        kind = {bool: "true or false", int: "an integer"}.get(type(default), "a number")
+        raise AutotuneError(f"workload param {name}={value!r} is not valid: expected {kind}") from None
 
 
 def build(name: str, preset: str, params: dict[str, Any], device: torch.device) -> Workload | KernelJob:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.results import Status
 from autotune.runner import TrialRunner
 
+HERE = Path(__file__).resolve().parent
 FAST = MeasureSettings(min_warmup_steps=2, min_steps=5, min_time_s=0.05, max_warmup_s=5)
 
 
@@ -138,3 +140,15 @@ def test_the_documented_dataset_example_runs(tmp_path: Path) -> None:
     result = json.loads(done.stdout)
     assert result["status"] == "ok" and result["params"]["num_workers"] == 2
     assert 0 <= result["metrics"]["data_wait_frac"] <= 1 and result["metrics"]["loss_rel_error"] < 1e-3
+
+
+@pytest.mark.slow  # a fresh `autotune trial` process
+def test_the_trial_summary_says_how_long_steps_waited_and_that_they_were_input_bound() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune", "trial", "data_workloads:host_mlp", "--preset", "tiny", "--device", "cpu",
+         "-p", "delay_ms=2", "--steps", "3"],
+        cwd=HERE, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    wait = next(line for line in done.stdout.splitlines() if line.strip().startswith("data wait"))
+    assert re.search(r"p50 \d+\.\d\d ms per step, \d+\.\d% of the step  input-bound$", wait), wait
