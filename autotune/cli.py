@@ -246,6 +246,32 @@ def profile(
         click.echo(f"logged to the sweep's MLflow run in {where}" if logged else f"not logged: no sweep run in {where}")
 
 
+@cli.command()
+@click.argument("tuned_file", type=click.Path(path_type=Path))
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Runs of each config.")
+@click.option("--device", help="Where to measure: auto, cpu, cuda, cuda:N (default: auto).")
+@click.option("--timeout", default="15m", show_default=True, callback=_duration, help="Limit per run: 90s, 10m.")
+def verify(tuned_file: Path, repeats: int, device: str | None, timeout: float) -> None:
+    """Re-measure TUNED_FILE and its PyTorch default here; exit 3 if it regressed beyond the noise.
+
+    Example: autotune verify tuned.yaml
+    """
+    from autotune.runner import TrialRunner
+    from autotune.verify import VerifyFailed
+    from autotune.verify import verify as verify_tuned
+
+    runner = TrialRunner()
+    click.echo(f"re-measuring {tuned_file} and its PyTorch default, {repeats}x each in fresh processes", err=True)
+    try:
+        found = verify_tuned(tuned_file, lambda spec: runner.run(spec, timeout), repeats, device)
+    except VerifyFailed as exc:
+        click.echo(f"REGRESSION: {exc}")
+        sys.exit(EXIT_TRIAL_FAILED)
+    click.echo("\n".join(found.lines()))
+    if found.regression:
+        sys.exit(EXIT_TRIAL_FAILED)
+
+
 def _open_study(name: str, storage: str) -> tuple[Any, Any]:
     from autotune.studyio import load_existing_study, load_study_info
 

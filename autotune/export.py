@@ -126,11 +126,32 @@ def _provenance(
         "objectives": [{"metric": m, "direction": d} for m, d in info.objectives],
         "metrics": _trial_metrics(info, row),
         "env": dict(result.env),
+        "trial_params": studyio.trial_params(trial),  # what `autotune verify` re-runs
+        "default": _default_trial(study, info),
         "mlflow_run_id": trial.user_attrs.get(studyio.ATTR_MLFLOW_RUN),
         "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "autotune_version": __version__,
     }
     return {k: v for k, v in provenance.items() if v is not None}
+
+
+def _default_trial(study: optuna.Study, info: StudyInfo) -> dict[str, Any] | None:
+    """The PyTorch-default trial the speedup is measured against: its number, params and figure."""
+    row = next((r for r in leaderboard.leaderboard(study, info) if r.default and r.ok), None)
+    if row is None:
+        return None
+    trial = next(t for t in studyio.measured_trials(study) if t.number == row.trial)
+    return {"trial": row.trial, "params": studyio.trial_params(trial), "value": row.value}
+
+
+def _workload(info: StudyInfo) -> dict[str, Any]:
+    """Name, preset and the space's fixed workload args (``data: host`` ...): what the trials built."""
+    workload: dict[str, Any] = {"name": info.workload, "preset": info.preset}
+    try:
+        args = dict(info.space().workload.args)
+    except AutotuneError:  # a space text that no longer loads (a renamed module): the file still exports
+        args = {}
+    return {**workload, "args": args} if args else workload
 
 
 def _config(study: optuna.Study, info: StudyInfo, row: leaderboard.LeaderboardRow, storage: str) -> TunedConfig:
@@ -145,7 +166,7 @@ def _config(study: optuna.Study, info: StudyInfo, row: leaderboard.LeaderboardRo
     return TunedConfig(
         knobs=tuned_knobs,
         params={k: v for k, v in resolved.items() if k not in knobs_mod.KNOB_SPECS and k not in kernel_params},
-        workload={"name": info.workload, "preset": info.preset},
+        workload=_workload(info),
         kernels={**_kernels(info, result), **_listed_kernels(result)},
         provenance=_provenance(study, info, row, trial, storage),
     )

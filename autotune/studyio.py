@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import optuna
@@ -20,6 +20,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.errors import AutotuneError, first_line
 from autotune.results import Status, TrialResult
+
+if TYPE_CHECKING:
+    from autotune.space import Space
 
 __all__ = [
     "DEFAULT_STORAGE",
@@ -90,6 +93,18 @@ class StudyInfo:
             "space_text": self.space_text,
             "objectives": [list(o) for o in self.objectives],
         }
+
+    def space(self) -> Space:
+        """The study's space from the text stored on it: the file may have changed or moved since the sweep."""
+        import tempfile
+        from pathlib import Path
+
+        from autotune.space import load_space
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / (Path(self.space_path).name or "space.yaml")
+            path.write_text(self.space_text, encoding="utf-8")
+            return load_space(path)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StudyInfo:

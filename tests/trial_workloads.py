@@ -117,3 +117,9 @@ sampler: {{name: grid, seed: 0}}
 params:
   config: [{configs[0]}, {configs[1]}]
 """
+
+
+def paced(preset: str = "tiny", step_ms: float = 60.0) -> Workload:
+    """Each step takes ``step_ms`` (slept): figures that hold on a loaded CPU; the default is the slow one."""
+    model, make_batch = _mlp_parts()
+    return Workload(_Hook(model, lambda: time.sleep(step_ms / 1e3)), make_batch, F.cross_entropy)  # type: ignore[arg-type]

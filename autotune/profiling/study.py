@@ -8,7 +8,6 @@ Chrome trace is written to ``<out>/<label>/trace.json``.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,13 +106,8 @@ def pick_trials(study: optuna.Study, info: StudyInfo) -> tuple[LeaderboardRow, L
 
 
 def space_of(info: StudyInfo) -> Space:
-    """The study's space from the text stored on it: the file may have changed or moved since the sweep."""
-    from autotune.space import load_space
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / (Path(info.space_path).name or "space.yaml")
-        path.write_text(info.space_text, encoding="utf-8")
-        return load_space(path)
+    """The study's space from the text stored on it (see :meth:`StudyInfo.space`)."""
+    return info.space()
 
 
 def _spec(info: StudyInfo, space: Space, params: dict[str, Any], steps: int, folder: Path) -> TrialSpec:

@@ -1,0 +1,183 @@
+"""``autotune verify tuned.yaml``: does the tuned config still win on the machine that will train?
+
+It re-measures, in fresh trial processes and interleaved so that a drifting machine hurts both
+alike, the exported configuration and the study's PyTorch-default trial, ``repeats`` times each;
+then compares the speedup and (on the same GPU and software) the figure itself with what the file
+recorded. A shortfall beyond the noise, the larger of :data:`MIN_TOLERANCE` and three coefficients
+of variation (the file's re-measurements and this run's), is a regression: the result names the
+likeliest reason (another GPU, other software, or the same set-up measuring lower).
+"""
+
+from __future__ import annotations
+
+import statistics
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import AutotuneError
+from autotune.jobspec import TrialSpec
+from autotune.results import TrialResult
+
+__all__ = ["MIN_TOLERANCE", "Verification", "VerifyFailed", "verification_specs", "verify"]
+
+#: The least shortfall called a regression: below it, run-to-run noise of whole trials.
+MIN_TOLERANCE = 0.03
+_ENV_KEYS = {"gpu": "GPU", "torch": "torch", "cuda": "CUDA", "triton": "Triton"}
+
+Run = Callable[[TrialSpec], TrialResult]
+
+
+@dataclass
+class Verification:
+    """What ``verify`` measured and concluded; ``regression`` is None when the config held."""
+
+    metric: str
+    unit: str
+    tuned: list[float]
+    default: list[float]
+    recorded_value: float | None
+    recorded_speedup: float | None
+    tolerance: float
+    env_changes: list[str] = field(default_factory=list)
+    regression: str | None = None
+
+    @property
+    def speedup(self) -> float:
+        return statistics.median(self.tuned) / statistics.median(self.default)
+
+    def lines(self) -> list[str]:
+        """The report ``autotune verify`` prints."""
+        tuned, default = statistics.median(self.tuned), statistics.median(self.default)
+        recorded = (
+            f"; recorded {self.recorded_value:,.4g} {self.unit}, {self.recorded_speedup:.2f}x"
+            if self.recorded_value is not None and self.recorded_speedup is not None
+            else ""
+        )
+        out = [
+            f"tuned    {self.metric} {tuned:,.4g} {self.unit} (median of {len(self.tuned)}: {_list(self.tuned)})",
+            f"default  {self.metric} {default:,.4g} {self.unit} (median of {len(self.default)}: {_list(self.default)})",
+            f"speedup  {self.speedup:.2f}x here{recorded}; noise tolerance {self.tolerance:.1%}",
+        ]
+        out += [f"changed  {change}" for change in self.env_changes]
+        verdict = f"REGRESSION: {self.regression}" if self.regression else "ok: the tuned config holds on this machine"
+        out.append(verdict)
+        return out
+
+
+def _list(values: list[float]) -> str:
+    return ", ".join(f"{v:,.4g}" for v in values)
+
+
+def _cv(values: list[float]) -> float:
+    return statistics.pstdev(values) / statistics.fmean(values) if len(values) > 1 else 0.0
+
+
+def verification_specs(
+    config: Any, device: str | None = None, kernels: tuple[str, ...] = ()
+) -> tuple[TrialSpec, TrialSpec]:
+    """The trial specs of the tuned config and of the PyTorch-default trial it was compared with."""
+    provenance = config.provenance
+    tuned_params, default = provenance.get("trial_params"), provenance.get("default")
+    if not isinstance(tuned_params, dict) or not isinstance(default, dict) or "params" not in default:
+        study = provenance.get("study", "NAME")
+        raise AutotuneError(
+            "this tuned file does not record its trial's and the default trial's params (written before "
+            f"`autotune verify` existed): export it again with `autotune export --study {study}`"
+        )
+    workload = config.workload
+    if "name" not in workload:
+        raise AutotuneError("this tuned file names no workload (its `workload:` section has no `name`)")
+    listed = tuple(path for path in config.kernels if ":" in path) or kernels
+
+    def spec(params: Mapping[str, Any]) -> TrialSpec:
+        return TrialSpec(
+            workload["name"],
+            dict(params),
+            workload.get("preset", "full"),
+            device or workload.get("device", "auto"),
+            dict(workload.get("args") or {}),
+            kernels=listed,
+        )
+
+    return spec(tuned_params), spec(default["params"])
+
+
+def _recorded(provenance: Mapping[str, Any], metric: str) -> tuple[float | None, float | None, float]:
+    """The file's figure for the winner (re-measured median when there is one), its speedup, and its CV."""
+    metrics = provenance.get("metrics") or {}
+    remeasured = metrics.get("remeasured") or {}
+    value = remeasured.get("median", metrics.get(metric))
+    speedup = metrics.get("speedup_vs_default")
+    return value, speedup, float(remeasured.get("cv") or 0.0)
+
+
+def _env_changes(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
+    return [
+        f"{label}: recorded {recorded.get(key)}, here {here.get(key)}"
+        for key, label in _ENV_KEYS.items()
+        if recorded.get(key) is not None and here.get(key) is not None and recorded.get(key) != here.get(key)
+    ]
+
+
+class VerifyFailed(AutotuneError):
+    """A configuration that no longer runs on this machine: a regression of its own kind."""
+
+
+def _measure(
+    tuned: TrialSpec, default: TrialSpec, repeats: int, run: Run, metric: str
+) -> tuple[list[float], list[float], dict[str, Any]]:
+    """Interleaved repeats, and this machine's env; a failed run is news about the machine, not noise."""
+    values: dict[str, list[float]] = {"tuned": [], "default": []}
+    env: dict[str, Any] = {}
+    for _ in range(repeats):
+        for label, spec in (("tuned", tuned), ("default", default)):
+            result = run(spec)
+            if not result.ok or metric not in result.metrics:
+                status = result.status.value
+                raise VerifyFailed(f"the {label} configuration did not run here: {status}: {result.reason}")
+            values[label].append(float(result.metrics[metric]))
+            env = result.env
+    return values["tuned"], values["default"], env
+
+
+def verify(path: str | Path, run: Run, repeats: int = 3, device: str | None = None) -> Verification:
+    """Re-measure the tuned config at ``path`` and its default with ``run`` (a fresh trial process each)."""
+    from autotune.export import load
+
+    if repeats < 1:
+        raise AutotuneError(f"verify needs repeats >= 1, got {repeats=}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the env comparison below says it, once, with the figures
+        config = load(path)
+    tuned_spec, default_spec = verification_specs(config, device)
+    objectives = config.provenance.get("objectives") or [{"metric": "throughput", "direction": "maximize"}]
+    metric, direction = objectives[0]["metric"], objectives[0]["direction"]
+    if direction != "maximize":
+        raise AutotuneError(f"verify compares a maximised objective; this file's {metric} is {direction}d")
+    tuned, default, env = _measure(tuned_spec, default_spec, repeats, run, metric)
+    value, speedup, recorded_cv = _recorded(config.provenance, metric)
+    tolerance = max(MIN_TOLERANCE, 3 * max(recorded_cv, _cv(tuned), _cv(default)))
+    unit = (config.provenance.get("metrics") or {}).get(f"{metric}_unit", "")
+    changes = _env_changes(config.provenance.get("env") or {}, env)
+    found = Verification(metric, unit, tuned, default, value, speedup, tolerance, changes)
+    found.regression = _regression(found)
+    return found
+
+
+def _regression(found: Verification) -> str | None:
+    """Why the tuned config falls short here, or None when it holds within the noise."""
+    floor = 1 - found.tolerance
+    reasons = []
+    if found.recorded_speedup is not None and found.speedup < found.recorded_speedup * floor:
+        reasons.append(f"speedup {found.speedup:.2f}x here against {found.recorded_speedup:.2f}x recorded")
+    tuned = statistics.median(found.tuned)
+    same_setup = not found.env_changes
+    if same_setup and found.recorded_value is not None and tuned < found.recorded_value * floor:
+        reasons.append(f"{found.metric} {tuned:,.4g} here against {found.recorded_value:,.4g} {found.unit} recorded")
+    if not reasons:
+        return None
+    cause = f"other set-up ({'; '.join(found.env_changes)})" if found.env_changes else "same set-up, other figure"
+    return f"{'; '.join(reasons)}: {cause}"
