@@ -247,6 +247,17 @@ def profile(
 
 
 @cli.command()
+@click.option("--study", "study_name", required=True, help="The study to show.")
+@click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
+def status(study_name: str, storage: str) -> None:
+    """A sweep's progress from another terminal: trials done and running (where, for how long), best, ETA."""
+    from autotune.status import sweep_status
+
+    study, info = _open_study(study_name, storage)
+    click.echo("\n".join(sweep_status(study, info).lines()))
+
+
+@cli.command()
 @click.argument("tuned_file", type=click.Path(path_type=Path))
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Runs of each config.")
 @click.option("--device", help="Where to measure: auto, cpu, cuda, cuda:N (default: auto).")
