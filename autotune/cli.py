@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -12,6 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from autotune.errors import AutotuneError
+from autotune.interrupts import Interrupted, StopSignals
 
 __all__ = ["main"]
 
@@ -138,6 +141,11 @@ def validate(space_file: Path) -> None:
     help="Stop a trial after warm-up if its throughput is under this fraction of the best (0: never).",
 )
 @click.option("--profile", is_flag=True, help="At the end, profile the PyTorch defaults and the winner side by side.")
+@click.option(
+    "--gpus",
+    metavar="LIST",
+    help="One worker per GPU, one study: 0,1,2,3 (nvidia-smi numbering) or all. With --device cpu, CPU workers.",
+)
 def sweep(
     space_file: Path,
     study_name: str | None,
@@ -155,12 +163,14 @@ def sweep(
     patience: int | None,
     prune_below: float,
     profile: bool,
+    gpus: str | None,
 ) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
     from autotune import report
     from autotune.profiling import DEFAULT_STEPS
     from autotune.space import load_space
     from autotune.sweep import SweepOptions, run_sweep
+    from autotune.sweep.gpus import parse_gpus
 
     space = load_space(space_file, replay=replay is not None)
     options = SweepOptions(
@@ -179,6 +189,7 @@ def sweep(
         patience=patience,
         prune_ratio=prune_below,
         profile_steps=DEFAULT_STEPS if profile else 0,
+        gpus=parse_gpus(gpus) if gpus else (),
     )
     summary = run_sweep(space, options)
     click.echo(report.sweep_summary(summary, storage))
@@ -283,6 +294,29 @@ def verify(tuned_file: Path, repeats: int, device: str | None, timeout: float) -
         sys.exit(EXIT_TRIAL_FAILED)
 
 
+@cli.command()
+@click.option("--study", "study_name", required=True, help="The study to report on.")
+@click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("report.html"), show_default=True)
+@click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")
+@click.option("--no-mlflow", is_flag=True, help="Do not log the report to the sweep's MLflow run.")
+def report(study_name: str, storage: str, output: Path, tracking_uri: str | None, no_mlflow: bool) -> None:
+    """One self-contained HTML page of plots (opens offline), and the same figures as PNGs beside it."""
+    from autotune.reporting import figures_folder, write_report
+
+    study, info = _open_study(study_name, storage)
+    written = write_report(study, info, output, storage)
+    click.echo(f"wrote {written.html} and {len(written.pngs)} PNGs in {figures_folder(written.html)}")
+    if not no_mlflow:
+        from autotune.studyio import redact_url
+        from autotune.tracking import SweepTracker
+
+        tracker = SweepTracker(study_name, tracking_uri)
+        where = redact_url(tracker.tracking_uri)
+        logged = written.log(tracker)
+        click.echo(f"logged to the sweep's MLflow run in {where}" if logged else f"not logged: no sweep run in {where}")
+
+
 def _open_study(name: str, storage: str) -> tuple[Any, Any]:
     from autotune.studyio import load_existing_study, load_study_info
 
@@ -293,11 +327,25 @@ def _open_study(name: str, storage: str) -> tuple[Any, Any]:
     return study, info
 
 
+def _interrupted(stop: Interrupted, args: list[str]) -> NoReturn:
+    """One line for a run ended by SIGINT or SIGTERM (a sweep's says how to resume it), and 128 + the signal."""
+    resume = f"; resume with: {shlex.join(['autotune', *args])}" if args[:1] == ["sweep"] else ""
+    click.echo(f"autotune: interrupted by {stop.signame}{resume}", err=True)
+    sys.exit(stop.exit_code)
+
+
 def _run_guarded(entry: Callable[..., Any], args: list[str] | None) -> int:
+    args = sys.argv[1:] if args is None else args
     try:
-        entry.main(args=args, prog_name="autotune", standalone_mode=False)
-    except click.exceptions.Abort:
-        _fail("aborted", 130)
+        with StopSignals():  # SIGTERM too ends the command through the except clauses below, not on the spot
+            entry.main(args=args, prog_name="autotune", standalone_mode=False)
+    except click.exceptions.Abort as exc:  # click's form of a KeyboardInterrupt (Interrupted is one)
+        cause = exc.__cause__
+        if not isinstance(cause, KeyboardInterrupt):
+            _fail("aborted", 130)
+        _interrupted(cause if isinstance(cause, Interrupted) else Interrupted(signal.SIGINT), args)
+    except Interrupted as exc:
+        _interrupted(exc, args)
     except click.ClickException as exc:
         _fail(exc.format_message(), EXIT_BAD_INPUT)
     except AutotuneError as exc:
@@ -306,7 +354,7 @@ def _run_guarded(entry: Callable[..., Any], args: list[str] | None) -> int:
             click.echo(f"autotune: error: {line}", err=True)
         _fail(lines[-1], EXIT_BAD_INPUT)
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _interrupted(Interrupted(signal.SIGINT), args)
     except Exception as exc:
         if os.environ.get("AUTOTUNE_DEBUG"):
             traceback.print_exc()

@@ -15,7 +15,8 @@ The file is YAML::
 
     schema_version: 1
     workload: {name: resnet50, preset: full}
-    knobs: {batch_size: 256, precision: bf16, memory_format: channels_last, ...}
+    knobs: {batch_size: 256, precision: bf16, memory_format: channels_last, ...,
+            inductor: {coordinate_descent_tuning: true}}   # a finalist's Inductor options, if it won
     params: {}                  # the workload's own tuned parameters
     kernels: {}                 # listed Triton kernels: {"pkg.mod:kernel": {kwargs, num_warps, num_stages,
                                 #   shape_keys}}; the matmul workload: {kernel: {"MxNxK:dtype": {BLOCK_M: ...}}}
@@ -161,7 +162,9 @@ def _config(study: optuna.Study, info: StudyInfo, row: leaderboard.LeaderboardRo
     # result.params are the resolved params the trial ran with (all knobs, the batch size it used).
     resolved = {k: v for k, v in result.params.items() if v is not None}
     tuned_knobs = {k: resolved[k] for k in knobs_mod.KNOB_SPECS if k in resolved}  # in the knobs' own order
-    knobs_mod.Knobs.from_params(tuned_knobs)  # refuse to write what load() would reject
+    knobs = knobs_mod.Knobs.from_params(tuned_knobs)  # refuse to write what load() would reject
+    if knobs.inductor_options:
+        tuned_knobs["inductor"] = knobs.inductor_options  # a mapping in the file; load() reads either form
     kernel_params = {name for pinned in result.kernels.values() for name in pinned.get("params", [])}
     return TunedConfig(
         knobs=tuned_knobs,

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
+from autotune import compilecache, workloads
 from autotune import knobs as knobs_mod
-from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
 from autotune.failures import classify
 from autotune.jobspec import TrialSpec
@@ -99,6 +99,8 @@ def _measure_kernel(
 def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> TrialResult:
     """Pin the listed kernels (before the workload is built: they may launch while it is), then measure."""
     started = time.time()
+    if spec.compile_cache_dir is not None:  # before anything compiles: a model, or a kernel workload's Triton
+        compilecache.use(spec.compile_cache_dir)
     pins = TrialPins.pin_all(spec.kernels, spec.params)
     result = _measure_pinned(spec, device, started, requested_at, pins.params)
     result.kernels, pin_warnings = pins.record()

@@ -57,7 +57,9 @@ class TrialSpec:
     choose before the workload is built. ``profile_steps > 0`` has the trial, after its timed window,
     run that many more steps under the profiler (:func:`autotune.profiling.capture`) and put what
     it returns in ``result.extra["profile"]``, with the Chrome trace in ``<profile_dir>/trace.json``
-    when ``profile_dir`` is given.
+    when ``profile_dir`` is given. ``compile_cache_dir`` is where the trial keeps Inductor's and
+    Triton's compile caches (:mod:`autotune.compilecache`: every trial of a study given the study's
+    folder, a repeat compiles from the cache); None leaves their defaults.
     """
 
     workload: str
@@ -72,3 +74,4 @@ class TrialSpec:
     kernels: tuple[str, ...] = ()  # import paths of listed Triton kernels; their configs are in params
     profile_steps: int = 0  # steps profiled after the timed window (0: none)
     profile_dir: str | None = None  # where the profiled steps' Chrome trace goes (None: no trace file)
+    compile_cache_dir: str | None = None  # the study's compile caches (None: Inductor's and Triton's defaults)

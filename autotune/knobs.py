@@ -15,6 +15,10 @@ the legacy ``allow_tf32`` flags is an error in PyTorch >= 2.9):
 The data-path knobs (:data:`DATA_KNOBS`: workers, pinning, prefetching, copies) are registered here
 with the others and applied where the data flows: :mod:`autotune.data` builds the ``DataLoader``
 from them and copies each batch to the device as they say, for the trials and for production alike.
+
+The ``inductor`` knob holds Inductor options (:mod:`autotune.inductor`: an allowlist, set by a
+space's ``finalists:`` stage). They go to ``torch.compile(options=...)`` with the compile mode's
+own options, so Inductor patches its config with them while it compiles this model, and only then.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 import torch
 
+from autotune import inductor
 from autotune.errors import AutotuneError, InvalidCombination
 
 __all__ = [
@@ -36,6 +41,7 @@ __all__ = [
     "StepContext",
     "apply",
     "apply_backend_flags",
+    "compile_arguments",
 ]
 
 PRECISIONS = ("default", "fp32", "tf32", "bf16", "fp16")
@@ -53,6 +59,8 @@ class KnobSpec:
     """One knob: its type, the values it takes and what it does (shown by ``--help`` and errors).
 
     ``minimum`` bounds an int knob from below; ``nullable`` lets it be None (PyTorch's own default).
+    ``parse`` reads a value that is more than one word (the ``inductor`` options), raising
+    AutotuneError for a bad one.
     """
 
     name: str
@@ -61,6 +69,7 @@ class KnobSpec:
     doc: str
     minimum: int | None = None
     nullable: bool = False
+    parse: Callable[[Any], Any] | None = None
 
 
 KNOB_SPECS: dict[str, KnobSpec] = {
@@ -82,6 +91,14 @@ KNOB_SPECS: dict[str, KnobSpec] = {
         KnobSpec("persistent_workers", bool, (True, False), "keep the workers alive from one epoch to the next"),
         KnobSpec("non_blocking", bool, (True, False), "copy batches with tensor.to(device, non_blocking=True)"),
         KnobSpec("gpu_prefetch", bool, (True, False), "copy the next batch on a side CUDA stream during this step"),
+        KnobSpec(
+            "inductor",
+            str,
+            None,
+            "Inductor options for torch.compile (a space's finalists set them; None: Inductor's own)",
+            nullable=True,
+            parse=lambda value: inductor.to_text(inductor.parse(value)),
+        ),
     )
 }
 # The knobs of the input pipeline: applied by autotune.data, no-ops for a workload that makes its batches on the device.
@@ -98,6 +115,8 @@ def _coerce(spec: KnobSpec, value: Any) -> Any:
         return None
     if spec.nullable and str(value).strip().lower() in _NONE:
         return None
+    if spec.parse is not None:
+        return spec.parse(value)
     if spec.kind is bool:
         if isinstance(value, bool):
             return value
@@ -145,6 +164,7 @@ class Knobs:
     persistent_workers: bool = False
     non_blocking: bool = False
     gpu_prefetch: bool = False
+    inductor: str | None = None  # Inductor options in their text form (autotune.inductor.to_text)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Knobs:
@@ -161,6 +181,11 @@ class Knobs:
     def to_params(self) -> dict[str, Any]:
         """All knobs as a plain dict (the ``params`` of a TrialResult and of a tuned config)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def inductor_options(self) -> dict[str, bool | str]:
+        """The Inductor options, typed (``{}`` for none)."""
+        return inductor.parse(self.inductor) if self.inductor else {}
 
     def check_combination(self, device_type: str) -> None:
         """Raise :class:`InvalidCombination` when legal values cannot run together."""
@@ -296,16 +321,35 @@ def apply(
         model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     if knobs.fused_optimizer and optimizer is not None:
         _set_fused(optimizer)
-    cudagraphs = knobs.compile_mode in CUDAGRAPH_MODES
+    compiles = knobs.compile_mode != "none"
+    options = knobs.inductor_options
+    cudagraphs = compiles and bool(options.get("triton.cudagraphs", knobs.compile_mode in CUDAGRAPH_MODES))
     if cudagraphs and device_type != "cuda":
         noops.append("cudagraphs")  # CUDA graphs need a GPU; inductor runs without them here
         cudagraphs = False
-    if knobs.compile_mode != "none":
-        model = compile_fn(model, mode=knobs.compile_mode)
+    if compiles:
+        model = compile_fn(model, **compile_arguments(knobs))
+    elif options:
+        noops.append("inductor")  # eager: no compiler to give the options to
     dtype = AUTOCAST_DTYPES.get(knobs.precision)
     scaler = torch.amp.GradScaler(device_type) if knobs.precision == "fp16" else None
     ctx = StepContext(device_type, dtype, channels_last, cudagraphs, scaler, noops, optimizer)
     return model, ctx
+
+
+def compile_arguments(knobs: Knobs) -> dict[str, Any]:
+    """``torch.compile``'s keyword arguments for the knobs: the mode, or with Inductor options the mode's
+    options and the knob's together (torch.compile takes one or the other; the knob's win).
+
+    torch.compile turns a mode into these very options (``torch._inductor.list_mode_options``) and
+    Inductor patches its config with them while it compiles this model: no process-wide setting.
+    """
+    options = knobs.inductor_options
+    if not options:
+        return {"mode": knobs.compile_mode}
+    from torch._inductor import list_mode_options
+
+    return {"options": {**list_mode_options(knobs.compile_mode), **options}}
 
 
 @contextlib.contextmanager

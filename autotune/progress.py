@@ -29,7 +29,10 @@ class Progress:
     """Counts trials and prints one line per finished trial.
 
     On a terminal a status line under the log (done/failed, best so far and its speedup, ETA,
-    the trial running now) is redrawn in place; in a log file every line stays plain text.
+    the trials running now) is redrawn in place; in a log file every line stays plain text.
+
+    With several workers behind one display (``--gpus``), each call names its ``source`` (``gpu 1``):
+    lines say which worker they are about, and ``workers`` measuring at once shorten the ETA.
     """
 
     budget: int | None
@@ -40,10 +43,12 @@ class Progress:
     failed: int = 0
     skipped: int = 0
     best: str = "none yet"
+    workers: int = 1
     _started: float = field(default_factory=time.monotonic)
     _measured_s: float = 0.0
     _own_measured: int = 0
     _status: str = ""
+    _running: dict[str, str] = field(default_factory=dict)  # source -> the label of its trial running now
 
     @property
     def live(self) -> bool:
@@ -52,7 +57,8 @@ class Progress:
     def eta(self) -> str:
         remaining = []
         if self.budget is not None and self._own_measured:
-            remaining.append(self._measured_s / self._own_measured * max(0, self.budget - self.done))
+            per_trial = self._measured_s / self._own_measured / max(1, self.workers)
+            remaining.append(per_trial * max(0, self.budget - self.done))
         if self.deadline is not None:
             remaining.append(self.deadline - time.time())
         return format_duration(min(remaining)) if remaining else "?"
@@ -71,20 +77,23 @@ class Progress:
             self.stream.write(line + "\n")
         self.stream.flush()
 
-    def message(self, line: str) -> None:
-        self._emit(line)
+    def message(self, line: str, source: str = "") -> None:
+        self._emit(f"{source}: {line}" if source else line)
 
-    def started(self, label: str) -> None:
+    def started(self, label: str, source: str = "") -> None:
         """A trial starts: redraw the status line (terminal only)."""
-        self._status = f"{self._counts()} best {self.best} | running {label} | ETA {self.eta()}"
+        self._running[source] = label
+        self._status = self._status_line()
         if self.live:
             width = shutil.get_terminal_size().columns
             self.stream.write("\r\x1b[2K" + self._status[: width - 1])
             self.stream.flush()
 
-    def finished(self, label: str, outcome: str, seconds: float, measured: bool, counts: Tally, best: str) -> None:
+    def finished(
+        self, label: str, outcome: str, seconds: float, measured: bool, counts: Tally, best: str, source: str = ""
+    ) -> None:
         """A trial ended. ``counts`` tally the study's measured trials (every worker's);
-        the ETA uses this worker's measured trials' times."""
+        the ETA uses the measured trials' times of the workers behind this display."""
         if measured:
             self._own_measured += 1
             self._measured_s += seconds
@@ -92,8 +101,14 @@ class Progress:
             self.skipped += 1
         self.done, self.pruned, self.failed = counts.measured, counts.pruned, counts.failed
         self.best = best
-        self._status = f"{self._counts()} best {self.best} | ETA {self.eta()}"
-        self._emit(f"{self._counts()} {label}: {outcome} ({format_duration(seconds)}) | best {best}")
+        self._running.pop(source, None)
+        self._status = self._status_line()
+        who = f"{source} {label}" if source else label
+        self._emit(f"{self._counts()} {who}: {outcome} ({format_duration(seconds)}) | best {best}")
+
+    def _status_line(self) -> str:
+        running = ", ".join(f"{source} {label}" if source else label for source, label in self._running.items())
+        return f"{self._counts()} best {self.best}{f' | running {running}' if running else ''} | ETA {self.eta()}"
 
     def close(self) -> None:
         if self.live:

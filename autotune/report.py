@@ -84,6 +84,10 @@ def sweep_summary(summary: Any, storage: str) -> str:
     if summary.best_trial is not None:
         speedup = f", {summary.speedup:.2f}x the PyTorch defaults" if summary.speedup else ""
         lines.append(f"best: trial {summary.best_trial} ({summary.best_value:,.6g}{speedup})")
+    from autotune.sweep.summary import economy_line
+
+    if economy := economy_line(summary):
+        lines.append(economy)
     from autotune.studyio import redact_url
 
     store = "" if storage == "sqlite:///autotune.db" else f" --storage '{redact_url(storage)}'"

@@ -16,13 +16,15 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 from autotune.jobspec import TrialSpec
 from autotune.results import Status, TrialResult
 
-__all__ = ["TrialRunner"]
+__all__ = ["ChildOutcome", "TrialRunner"]
 
 # Modules the forkserver imports once, so each trial process starts with them loaded. torch._dynamo
 # is imported by every optimizer's constructor (1.6-1.8 s). None of these starts a thread or touches
@@ -56,15 +58,23 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="autotune-parent-watch").start()
 
 
-def _child_main(spec: TrialSpec, conn: Connection, requested_at: float) -> None:
-    """Entry point of the trial process: own process group, run the job, send the result back."""
+def _child_main(target: Callable[..., Any], args: tuple[Any, ...], conn: Connection) -> None:
+    """Entry point of an isolated process: own process group, run ``target(*args)``, send the value back."""
     os.setsid()  # the parent can then kill this trial and every process it started, together
+    # Ctrl-C is the sweep's to handle: it kills this process when it stops. Only the moment before
+    # setsid() is in the terminal's process group, and a KeyboardInterrupt there printed a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent()
+    value = target(*args)
+    with contextlib.suppress(BrokenPipeError):  # the requester is gone (killed): nobody to tell
+        conn.send(value)
+        conn.close()
+
+
+def _run_trial(spec: TrialSpec, requested_at: float) -> dict[str, Any]:
     from autotune.job import run_trial
 
-    result = run_trial(spec, requested_at)
-    conn.send(result.to_dict())
-    conn.close()
+    return run_trial(spec, requested_at).to_dict()
 
 
 def _describe_exit(exitcode: int | None) -> str:
@@ -73,6 +83,15 @@ def _describe_exit(exitcode: int | None) -> str:
             return f"killed by signal {signal.Signals(-exitcode).name}"
         return f"killed by signal {-exitcode}"
     return f"exited with code {exitcode} before reporting a result"
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """How an isolated call ended: its value, or why there is none."""
+
+    value: Any = None
+    timed_out: bool = False
+    failure: str | None = None  # the process died without a value: "killed by signal SIGSEGV", ...
 
 
 class TrialRunner:
@@ -84,44 +103,62 @@ class TrialRunner:
 
     def run(self, spec: TrialSpec, timeout_s: float) -> TrialResult:
         """Run ``spec`` in a new process; ``timeout_s`` bounds the whole trial, start-up included."""
-        requested_at = time.time()
+        outcome = self.call(_run_trial, (spec, time.time()), timeout_s)
+        if outcome.timed_out:
+            return TrialResult.failed(Status.TIMEOUT, f"no result within {timeout_s:g} s; killed", spec.params)
+        if outcome.failure is not None:
+            return TrialResult.failed(Status.CRASH, f"trial process {outcome.failure}", spec.params)
+        return TrialResult.from_dict(outcome.value)
+
+    def call(self, target: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> ChildOutcome:
+        """``target(*args)`` in a new process forked from the torch-preloaded server, killed after ``timeout_s``.
+
+        ``target`` and its value must pickle. An exception here (an interrupt: Ctrl-C, SIGTERM) kills
+        the process and everything it started before it propagates.
+        """
+        deadline = time.time() + timeout_s
         receiver, sender = self._ctx.Pipe(duplex=False)
-        process = self._ctx.Process(target=_child_main, args=(spec, sender, requested_at), name="autotune-trial")
-        process.start()
-        sender.close()  # only the child writes; EOF on the pipe then means the child is gone
+        process = self._ctx.Process(target=_child_main, args=(target, args, sender), name="autotune-trial")
         try:
-            data = self._receive(receiver, requested_at + timeout_s)
+            process.start()
+            sender.close()  # only the child writes; EOF on the pipe then means the child is gone
+            data = self._receive(receiver, deadline)
+        except BaseException:
+            self._kill(process)  # before the pipe closes: a child never finds its reader gone
+            raise
         finally:
             receiver.close()
         if data is _TIMEOUT:
             self._kill(process)
-            return TrialResult.failed(Status.TIMEOUT, f"no result within {timeout_s:g} s; killed", spec.params)
+            return ChildOutcome(timed_out=True)
         process.join(_GRACE_S)
         self._kill(process)  # leftovers (compile workers) and a child stuck in exit
-        if data is None:
-            return TrialResult.failed(Status.CRASH, f"trial process {_describe_exit(process.exitcode)}", spec.params)
-        return TrialResult.from_dict(data)
+        if data is _NOTHING:
+            return ChildOutcome(failure=_describe_exit(process.exitcode))
+        return ChildOutcome(value=data)
 
     @staticmethod
     def _receive(receiver: Connection, deadline: float) -> Any:
-        """The child's result dict, None if it died without one, or _TIMEOUT."""
+        """The child's value, _NOTHING if it died without one, or _TIMEOUT."""
         remaining = deadline - time.time()
         if remaining <= 0 or not receiver.poll(remaining):
             return _TIMEOUT
         try:
             return receiver.recv()
         except EOFError:
-            return None
+            return _NOTHING
 
     @staticmethod
     def _kill(process: multiprocessing.process.BaseProcess) -> None:
-        """SIGKILL the trial's process group, then reap the trial process."""
-        if process.pid is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            if process.is_alive():  # killed before it could call setsid()
-                process.kill()
+        """SIGKILL the trial's process group, then reap the trial process (if it was started at all)."""
+        if process.pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        if process.is_alive():  # killed before it could call setsid()
+            process.kill()
         process.join()
 
 
 _TIMEOUT: Any = object()
+_NOTHING: Any = object()

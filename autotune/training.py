@@ -86,6 +86,7 @@ def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
     metrics = {
         "throughput": estimate,
         "throughput_unit": unit,
+        "compile_s": compile_seconds(warm_ms, settled_ms(warm_ms, trial.settings)),  # what pruning came too late for
         "warmup_steps": len(warm_ms),
         "items_per_step": trial.items,
         "peak_mem_gib": peak_memory_gib(trial.device),

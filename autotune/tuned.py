@@ -56,7 +56,8 @@ class TunedConfig:
         Call it once the model is on its device and before the optimizer's first step.
         ``device_type`` defaults to the device of the model's parameters. Returns the model to
         train (compiled, if the config says so) and the :class:`~autotune.knobs.StepContext` that
-        the training step uses for autocast, backward and the optimizer step.
+        the training step uses for autocast, backward and the optimizer step. Inductor options
+        (``knobs.inductor``, a finalist's) go to ``torch.compile`` with the compile mode, as in the trial.
         """
         if device_type is None:
             first = next(model.parameters(), None)

@@ -282,3 +282,46 @@ def test_dataloader_without_a_tuned_batch_size_asks_for_one() -> None:
     with pytest.raises(AutotuneError, match=r"no batch_size: pass dataloader\(dataset, batch_size=\.\.\.\)"):
         TunedConfig(knobs={"num_workers": 2}).dataloader(points())
     assert TunedConfig(knobs={"num_workers": 2}).dataloader(points(), batch_size=16).batch_size == 16
+
+
+FINALIST_OPTIONS = {"coordinate_descent_tuning": True, "epilogue_fusion": False}
+
+
+def test_export_writes_a_finalists_inductor_options_as_a_mapping(tmp_path: Path, info: StudyInfo) -> None:
+    s = make_study(tmp_path, info)
+    add_trial(s, info, ok_result(1000.0, compile_mode="none"), default=True)
+    finalist = ok_result(
+        1500.0, compile_mode="default", inductor="coordinate_descent_tuning=true;epilogue_fusion=false"
+    )
+    add_trial(s, info, finalist)
+    path = tmp_path / "tuned.yaml"
+    export(s, info, path)
+    assert yaml.safe_load(path.read_text())["knobs"]["inductor"] == FINALIST_OPTIONS
+    cfg = load(path)
+    assert cfg.to_knobs().inductor_options == FINALIST_OPTIONS
+
+
+def test_load_names_a_bad_inductor_option(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "tuned.yaml", knobs={"compile_mode": "default", "inductor": {"max_autotun": True}})
+    with pytest.raises(AutotuneError, match="max_autotun: unknown Inductor option"):
+        load(path)
+
+
+def test_apply_compiles_with_the_exported_inductor_options(tmp_path: Path) -> None:
+    from torch._inductor import config
+
+    seen: list[dict[str, Any]] = []
+
+    def witness(graph: torch.fx.Graph) -> None:  # Inductor's post-grad hook: runs inside its compile
+        seen.append({name: getattr(config, name) for name in FINALIST_OPTIONS})
+
+    torch._dynamo.reset()  # compile afresh: a graph compiled earlier in this process would be reused
+    cfg = load(write_config(tmp_path / "tuned.yaml", knobs={"compile_mode": "default", "inductor": FINALIST_OPTIONS}))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    optimizer = torch.optim.AdamW(model.parameters())
+    with config.patch(post_grad_custom_post_pass=witness):
+        compiled, step_ctx = cfg.apply(model, optimizer)
+        step_ctx.backward(compiled(torch.randn(4, 8)).square().mean())  # forward and backward compile here
+        step_ctx.step()
+    assert len(seen) == 2 and all(options == FINALIST_OPTIONS for options in seen)
+    assert {name: getattr(config, name) for name in FINALIST_OPTIONS} != FINALIST_OPTIONS  # for that compile only

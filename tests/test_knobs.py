@@ -207,3 +207,83 @@ def test_step_context_steps_the_optimizer_it_was_applied_to() -> None:
 def test_cudnn_flags_are_set_on_a_gpu() -> None:
     _, ctx = knobs.apply(resnet().cuda(), None, Knobs(cudnn_benchmark=True), "cuda")
     assert torch.backends.cudnn.benchmark is True and "cudnn_benchmark" not in ctx.noops
+
+
+def test_inductor_options_read_from_a_mapping_or_their_text_form() -> None:
+    from_yaml = Knobs.from_params({"inductor": {"epilogue_fusion": False, "coordinate_descent_tuning": True}})
+    from_cli = Knobs.from_params({"inductor": "coordinate_descent_tuning=true; epilogue_fusion = false"})
+    assert from_yaml.inductor == from_cli.inductor == "coordinate_descent_tuning=true;epilogue_fusion=false"
+    assert from_yaml.inductor_options == {"coordinate_descent_tuning": True, "epilogue_fusion": False}
+    backends = Knobs.from_params({"inductor": {"max_autotune_gemm_backends": "aten, triton"}})
+    assert backends.inductor_options == {"max_autotune_gemm_backends": "ATEN,TRITON"}
+    assert Knobs.from_params({"inductor": "none"}).inductor is None
+    assert Knobs().inductor_options == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            {"coordinate_descent": True},
+            "coordinate_descent: unknown Inductor option .*did you mean 'coordinate_descent_",
+        ),
+        ({"freezing": True}, "freezing: an Inductor option autotune does not set"),
+        ({"max_autotune": "maybe"}, "max_autotune: 'maybe' is not true or false"),
+        ({"max_autotune_gemm_backends": "ATEN,TRITN"}, "max_autotune_gemm_backends: 'ATEN,TRITN' is not a comma"),
+        ("max_autotune", "'max_autotune' is not name=value"),
+    ],
+)
+def test_bad_inductor_options_name_the_problem(value: Any, message: str) -> None:
+    with pytest.raises(AutotuneError, match=message):
+        Knobs.from_params({"inductor": value})
+
+
+def test_inductor_options_go_to_torch_compile_with_the_modes_own() -> None:
+    calls: list[dict[str, Any]] = []
+
+    def fake_compile(model: torch.nn.Module, **kwargs: Any) -> torch.nn.Module:
+        calls.append(kwargs)
+        return model
+
+    tuned = Knobs.from_params(
+        {"compile_mode": "max-autotune-no-cudagraphs", "inductor": {"coordinate_descent_tuning": False}}
+    )
+    knobs.apply(resnet(), None, tuned, "cpu", compile_fn=fake_compile)
+    # torch.compile takes a mode or options: the mode's own options, the knob's winning where they meet.
+    assert calls == [{"options": {"max_autotune": True, "coordinate_descent_tuning": False}}]
+
+
+def test_inductor_options_without_compile_are_a_recorded_noop() -> None:
+    _, ctx = apply(resnet(), compile_mode="none", inductor="coordinate_descent_tuning=true")
+    assert "inductor" in ctx.noops
+
+
+def test_inductor_cudagraphs_option_decides_whether_steps_mark_cuda_graphs() -> None:
+    off = Knobs.from_params({"compile_mode": "reduce-overhead", "inductor": {"triton.cudagraphs": False}})
+    _, ctx = knobs.apply(resnet(), None, off, "cpu", compile_fn=lambda model, **_: model)
+    assert not ctx.cudagraphs and "cudagraphs" not in ctx.noops  # the option turned the mode's graphs off
+    on = Knobs.from_params({"compile_mode": "default", "inductor": {"triton.cudagraphs": True}})
+    _, ctx = knobs.apply(resnet(), None, on, "cpu", compile_fn=lambda model, **_: model)
+    assert "cudagraphs" in ctx.noops  # asked for, but CUDA graphs need a GPU
+
+
+def test_apply_compiles_under_the_inductor_options_and_leaves_the_process_config_alone() -> None:
+    from torch._inductor import config
+
+    seen: list[dict[str, Any]] = []
+
+    def witness(graph: torch.fx.Graph) -> None:  # Inductor's post-grad hook: runs inside its compile
+        seen.append({name: getattr(config, name) for name in ("coordinate_descent_tuning", "epilogue_fusion")})
+
+    torch._dynamo.reset()  # compile afresh: a graph compiled earlier in this process would be reused
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    tuned = Knobs.from_params(
+        {"compile_mode": "default", "inductor": "coordinate_descent_tuning=true;epilogue_fusion=false"}
+    )
+    before = (config.coordinate_descent_tuning, config.epilogue_fusion)
+    assert before != (True, False)  # else the witness below could not tell
+    with config.patch(post_grad_custom_post_pass=witness):
+        compiled, _ = knobs.apply(model, None, tuned, "cpu")
+        compiled(torch.randn(4, 8)).sum().backward()  # compiles forward and backward now
+    assert len(seen) == 2 and all(s == {"coordinate_descent_tuning": True, "epilogue_fusion": False} for s in seen)
+    assert (config.coordinate_descent_tuning, config.epilogue_fusion) == before  # set for that compile only

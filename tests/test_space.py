@@ -368,3 +368,74 @@ def test_feasibility_rule_rejects(tmp_path: Path) -> None:
     assert space.is_feasible(large) == (False, space.feasibility[0].text)
     feasible = [c for c in space.grid() if space.is_feasible(c)[0]]
     assert 0 < len(feasible) < len(space.grid()) == 3 * 3 * 3 * 4
+
+
+# --- finalists -------------------------------------------------------------------------------------
+
+
+def test_finalists_section_is_typed(tmp_path: Path) -> None:
+    space = load(
+        tmp_path,
+        """\
+        workload: {name: gpt2, preset: tiny}
+        params:
+          compile_mode: [none, default]
+        finalists:
+          top: 2
+          compile_mode: max-autotune-no-cudagraphs
+          inductor: {coordinate_descent_tuning: true, max_autotune_gemm_backends: "aten,triton"}
+        """,
+    )
+    finalists = space.finalists
+    assert finalists is not None and finalists.top == 2
+    assert finalists.knob_overrides() == {
+        "compile_mode": "max-autotune-no-cudagraphs",
+        "inductor": "coordinate_descent_tuning=true;max_autotune_gemm_backends=ATEN,TRITON",
+    }
+    assert load(tmp_path, "workload: {name: gpt2, preset: tiny}\nparams: {batch_size: 8}\n").finalists is None
+
+
+def test_every_finalists_problem_is_reported_with_its_key_path(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        workload: {name: gpt2, preset: tiny}
+        params:
+          compile_mode: [none, default]
+          inductor: [coordinate_descent_tuning=true]
+        finalists:
+          top: 0
+          compile_mode: max_autotune
+          inductor: {coordinate_descent: true, max_autotune: maybe, freezing: true, triton.cudagraphs: false}
+          repeats: 3
+        """,
+    )
+    file = str(tmp_path / "space.yaml")
+    expected = [
+        "params.inductor: Inductor options are not searched: set them in the finalists: section",
+        "finalists.repeats: unknown key (expected one of top, compile_mode, inductor)",
+        "finalists.top: 0 is not a whole number >= 1",
+        "finalists.compile_mode: 'max_autotune' is not one of default, reduce-overhead, max-autotune,",
+        "finalists.inductor.coordinate_descent: unknown Inductor option (did you mean 'coordinate_descent_tuning'?",
+        "finalists.inductor.max_autotune: 'maybe' is not true or false",
+        "finalists.inductor.freezing: an Inductor option autotune does not set",
+    ]
+    assert len(found) == len(expected), found
+    for problem, start in zip(found, expected, strict=True):
+        assert problem.startswith(f"{file}: {start}"), (problem, start)
+
+
+@pytest.mark.parametrize(
+    ("finalists", "message"),
+    [
+        ("{top: 1}", "finalists: nothing to re-try the finalists with: give inductor: options, compile_mode:"),
+        ("{inductor: {max_autotune: true}}", "finalists.inductor: the space never compiles (compile_mode)"),
+        ("{inductor: [max_autotune]}", "finalists.inductor: expected a mapping of Inductor options, got a list"),
+        ("[2]", "finalists: expected a mapping of settings, got a list"),
+    ],
+)
+def test_finalists_need_something_to_try(tmp_path: Path, finalists: str, message: str) -> None:
+    found = problems(
+        tmp_path, f"workload: {{name: gpt2, preset: tiny}}\nparams: {{batch_size: 8}}\nfinalists: {finalists}\n"
+    )
+    assert len(found) == 1 and found[0].startswith(f"{tmp_path / 'space.yaml'}: {message}"), found

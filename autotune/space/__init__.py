@@ -22,14 +22,15 @@ Modules, typed values first (they never import the validators), then reading and
 - ``params``: :class:`ParamSpec` and how a param is encoded for Optuna (suggest, ordinal index <->
   value, grid values). A new kind of param, or a new encoding, goes here.
 - ``settings``: :class:`Objective`, :class:`Budget`, :class:`SamplerSpec`, :class:`WorkloadSpec`,
-  :func:`parse_duration` and the vocabularies (METRICS, DEVICES, SAMPLERS). A new typed setting goes here.
+  :class:`FinalistsSpec` (the ``finalists:`` stage), :func:`parse_duration` and the vocabularies
+  (METRICS, DEVICES, SAMPLERS). A new typed setting goes here.
 - ``searchspace``: :class:`Space`, the validated whole: suggest, defaults, Optuna round trip,
   feasibility, grid.
 - ``problems``: :class:`SpaceError`, the report that collects problems, and their wording.
 - ``yamlfile``: reading the file (duplicate keys and syntax errors reported).
 - ``validate``: :func:`load_space` and the one pass over the file. A new top-level key (e.g.
   ``kernels:``) is added to ``_TOP_KEYS`` there and its validator called from ``_build_space``.
-- ``validate_settings``: the workload, objective, budget, sampler and expression sections. A new
+- ``validate_settings``: the workload, objective, budget, sampler, finalists and expression sections. A new
   setting's section (e.g. data-path knobs) is validated here.
 - ``validate_kernels``: the ``kernels:`` list: each Triton kernel imported and turned into params
   (:mod:`autotune.kernels.listing` says how).
@@ -47,6 +48,7 @@ from autotune.space.settings import (
     METRICS,
     SAMPLERS,
     Budget,
+    FinalistsSpec,
     Objective,
     SamplerSpec,
     WorkloadSpec,
@@ -59,6 +61,7 @@ __all__ = [
     "METRICS",
     "SAMPLERS",
     "Budget",
+    "FinalistsSpec",
     "Objective",
     "ParamSpec",
     "SamplerSpec",

@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
 from autotune.space.params import ParamSpec, _decode, _encode, _suggest
-from autotune.space.settings import Budget, Device, Direction, KernelSpec, Objective, SamplerSpec, WorkloadSpec
+from autotune.space.settings import (
+    Budget,
+    Device,
+    Direction,
+    FinalistsSpec,
+    KernelSpec,
+    Objective,
+    SamplerSpec,
+    WorkloadSpec,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -28,7 +37,8 @@ class Space:
     """A validated search space, as :func:`load_space` builds it from YAML.
 
     ``text`` is the file's content as read (log it with the sweep). Params are kept in declaration
-    order, which is the order they are chosen in (a ``when`` names an earlier param).
+    order, which is the order they are chosen in (a ``when`` names an earlier param). ``finalists``
+    is the finishing stage that re-tries the best configurations with Inductor options (None: none).
     """
 
     path: Path
@@ -42,6 +52,7 @@ class Space:
     sampler: SamplerSpec
     params: dict[str, ParamSpec]
     kernels: tuple[KernelSpec, ...] = ()  # Triton kernels whose configs are params too
+    finalists: FinalistsSpec | None = None
 
     @property
     def is_multi_objective(self) -> bool:

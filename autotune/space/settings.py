@@ -1,4 +1,4 @@
-"""A space's settings other than params: workload, objectives, budget, sampler, and their vocabularies.
+"""A space's settings other than params: workload, objectives, budget, sampler, finalists, and their vocabularies.
 
 Plain typed values with no validation of their own (``autotune.space.validate_settings`` builds
 them from YAML), plus :func:`parse_duration`, which the CLI uses too.
@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
+from autotune.inductor import to_text
 
 __all__ = [
     "DEFAULT_TRIAL_TIMEOUT_S",
@@ -23,6 +24,7 @@ __all__ = [
     "Budget",
     "Device",
     "Direction",
+    "FinalistsSpec",
     "KernelSpec",
     "Objective",
     "SamplerSpec",
@@ -69,6 +71,25 @@ class SamplerSpec:
 
     name: str = "auto"
     seed: int | None = None
+
+
+@dataclass(frozen=True)
+class FinalistsSpec:
+    """The ``finalists:`` stage: after the search, its ``top`` configurations re-tried with Inductor's
+    expensive options (``inductor``, typed by :mod:`autotune.inductor`) and/or another ``compile_mode``."""
+
+    top: int = 1
+    compile_mode: str | None = None
+    inductor: dict[str, bool | str] = field(default_factory=dict)
+
+    def knob_overrides(self) -> dict[str, Any]:
+        """The knob params a finalist runs with in place of its search configuration's."""
+        overrides: dict[str, Any] = {}
+        if self.compile_mode is not None:
+            overrides["compile_mode"] = self.compile_mode
+        if self.inductor:
+            overrides["inductor"] = to_text(self.inductor)
+        return overrides
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autotune.space.problems import SpaceError, _check_keys, _one_of, _Report, _show_type
+from autotune.space.problems import _INVALID, SpaceError, _check_keys, _one_of, _Report, _show_type
 from autotune.space.searchspace import Space
 from autotune.space.settings import DEVICES
 from autotune.space.validate_kernels import _kernels
@@ -19,6 +19,7 @@ from autotune.space.validate_settings import (
     _budget,
     _check_workload_args,
     _expressions,
+    _finalists,
     _objectives,
     _sampler,
     _workload,
@@ -29,6 +30,7 @@ __all__ = ["load_space"]
 
 _TOP_KEYS = (
     "workload", "device", "objective", "constraints", "feasibility", "budget", "sampler", "params", "kernels",
+    "finalists",
 )  # fmt: skip
 
 
@@ -65,6 +67,7 @@ def _build_space(path: Path, text: str, data: Any, report: _Report, replay: bool
     sampler = _sampler(data, report)
     params = _params(data, context, report)
     kernels, kernel_params = _kernels(data.get("kernels"), context.declared, report)
+    finalists = _finalists(data, params, report)
     if workload is not None and params is not None:
         _check_workload_args(workload, build, params, report)
     if sampler is not None and sampler.name == "grid" and params:
@@ -78,7 +81,10 @@ def _build_space(path: Path, text: str, data: Any, report: _Report, replay: bool
         or feasibility is None
         or budget is None
         or sampler is None
+        or finalists is _INVALID
     ):
         return None
     params = {**params, **kernel_params}  # chosen after the space's own params
-    return Space(path, text, workload, device, objectives, constraints, feasibility, budget, sampler, params, kernels)
+    return Space(
+        path, text, workload, device, objectives, constraints, feasibility, budget, sampler, params, kernels, finalists
+    )

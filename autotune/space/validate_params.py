@@ -59,6 +59,11 @@ def _params(data: Mapping[str, Any], context: _ParamContext, report: _Report) ->
     specs: dict[str, ParamSpec] = {}
     for name, raw in section.items():
         where = f"params.{name}"
+        if name == "inductor":  # minutes of compile a trial: tried on the finalists only, never searched
+            report.add(
+                where, "Inductor options are not searched: set them in the finalists: section (finalists.inductor)"
+            )
+            continue
         _check_param_name(str(name), where, context, report)
         spec = _param(str(name), raw, where, report)
         if spec is not None and "when" in (raw if isinstance(raw, dict) else {}):

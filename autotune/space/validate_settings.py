@@ -1,4 +1,4 @@
-"""Validating the sections other than params: workload, objective, budget, sampler, expressions.
+"""Validating the sections other than params: workload, objective, budget, sampler, finalists, expressions.
 
 Each function reads one section into its typed value (``autotune.space.settings``), reporting
 problems and returning None (or ``_INVALID``) for a section that is wrong.
@@ -10,9 +10,10 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from autotune import workloads
+from autotune import inductor, workloads
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
+from autotune.knobs import COMPILE_MODES
 from autotune.space.params import ParamSpec
 from autotune.space.problems import (
     _INVALID,
@@ -30,6 +31,7 @@ from autotune.space.settings import (
     METRICS,
     SAMPLERS,
     Budget,
+    FinalistsSpec,
     Objective,
     SamplerSpec,
     WorkloadSpec,
@@ -42,6 +44,8 @@ _WORKLOAD_KEYS = ("name", "preset", "args")
 _OBJECTIVE_KEYS = ("metric", "direction")
 _BUDGET_KEYS = ("trials", "timeout", "trial_timeout")
 _SAMPLER_KEYS = ("name", "seed")
+_FINALISTS_KEYS = ("top", "compile_mode", "inductor")
+_FINALIST_COMPILE_MODES = tuple(mode for mode in COMPILE_MODES if mode != "none")
 
 
 # --- workload ---------------------------------------------------------------------------------
@@ -179,6 +183,57 @@ def _sampler(data: Mapping[str, Any], report: _Report) -> SamplerSpec | None:
         report.add("sampler.seed", f"{_quote(seed)} is not an int")
         return None
     return None if name is _INVALID else SamplerSpec(name, seed)
+
+
+# --- finalists --------------------------------------------------------------------------------
+
+
+def _finalists(data: Mapping[str, Any], params: Mapping[str, ParamSpec] | None, report: _Report) -> Any:
+    """The ``finalists:`` section: None when absent, _INVALID (reported) when wrong."""
+    if data.get("finalists") is None:
+        return None
+    section = _section(data, "finalists", report)
+    if section is None:
+        return _INVALID
+    _check_keys(section, _FINALISTS_KEYS, "finalists", report)
+    top = section.get("top", 1)
+    if not isinstance(top, int) or isinstance(top, bool) or top < 1:
+        report.add("finalists.top", f"{_quote(top)} is not a whole number >= 1")
+        top = _INVALID
+    mode = section.get("compile_mode")
+    if mode is not None:
+        mode = _one_of(mode, _FINALIST_COMPILE_MODES, "finalists.compile_mode", report)
+    options = _inductor_options(section.get("inductor"), report)
+    if mode is None and options == {}:
+        report.add("finalists", "nothing to re-try the finalists with: give inductor: options, compile_mode:, or both")
+        return _INVALID
+    if mode is None and options not in ({}, _INVALID) and params is not None and not _compiles(params):
+        report.add("finalists.inductor", "the space never compiles (compile_mode): set finalists.compile_mode too")
+        return _INVALID
+    if _INVALID in (top, mode, options):
+        return _INVALID
+    return FinalistsSpec(top, mode, options)
+
+
+def _inductor_options(raw: Any, report: _Report) -> Any:
+    """``finalists.inductor``: the options typed ({} when absent), or _INVALID with each problem reported."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        report.add("finalists.inductor", f"expected a mapping of Inductor options, got {_show_type(raw)}")
+        return _INVALID
+    found = inductor.problems(raw)
+    for name, problem in found:
+        report.add(f"finalists.inductor.{name}", problem)
+    return _INVALID if found else inductor.parse(raw)
+
+
+def _compiles(params: Mapping[str, ParamSpec]) -> bool:
+    """Whether some configuration of the space compiles (compile_mode other than none)."""
+    spec = params.get("compile_mode")
+    if spec is None or spec.choices is None:
+        return False
+    return any(choice != "none" for choice in spec.choices)
 
 
 def _expressions(raw: Any, key: str, allowed: Sequence[str] | None, report: _Report) -> tuple[Expression, ...] | None:

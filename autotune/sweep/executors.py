@@ -13,12 +13,19 @@ __all__ = ["replay_executor", "trial_executor"]
 
 
 def trial_executor(space: Space, options: SweepOptions) -> Executor:
-    """Each call runs one trial job in a fresh process forked from a torch-preloaded server."""
+    """Each call runs one trial job in a fresh process forked from a torch-preloaded server.
+
+    Trials compile into the study's own Inductor and Triton caches (:mod:`autotune.compilecache`), so a
+    repeat or a re-measurement of a compiled configuration finds its kernels there.
+    """
+    from autotune.compilecache import study_cache_dir
     from autotune.jobspec import TrialSpec
     from autotune.runner import TrialRunner
+    from autotune.sweep.setup import study_name
 
     runner = TrialRunner()
     device = options.device or space.device
+    cache = str(study_cache_dir(options.storage, study_name(space, options)))
 
     def execute(params: dict[str, Any], timeout_s: float, prune_below: float | None) -> TrialResult:
         spec = TrialSpec(
@@ -30,6 +37,7 @@ def trial_executor(space: Space, options: SweepOptions) -> Executor:
             memory_cap_gib=options.memory_cap_gib,
             prune_below=prune_below,
             kernels=tuple(kernel.path for kernel in space.kernels),
+            compile_cache_dir=cache,
         )
         return runner.run(spec, timeout_s)
 

@@ -3,16 +3,19 @@
 Per proposal: the proposer asks and decides how it is answered -> the executor measures what must
 run -> the recorder writes the outcome to the study and MLflow -> the progress line. The loop stops
 at the budget (every worker's measured trials, and those running now, count), the time limit,
-``--patience`` or an exhausted space.
+``--patience``, an exhausted space, or (``--gpus`` workers) a device that fails its check. SIGINT
+and SIGTERM end it cleanly: the trial they stop is recorded as interrupted and runs again on resume.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import optuna
 from optuna.trial import TrialState
 
+from autotune.interrupts import Interrupted, StopSignals
 from autotune.progress import Progress
 from autotune.results import TrialResult
 from autotune.space import Space
@@ -25,6 +28,7 @@ from autotune.sweep.profile import Profile
 from autotune.sweep.proposals import Proposal, Proposer
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.remeasure import Remeasure
+from autotune.sweep.requeue import record_interrupted
 from autotune.sweep.setup import (
     enqueue_first_trials,
     fail_stale_trials,
@@ -53,7 +57,9 @@ class Sweep:
         sampler: optuna.samplers.BaseSampler | None = None,
         *,
         worker: str | None = None,
+        device_check: Callable[[], str | None] | None = None,
     ) -> None:
+        """``device_check`` (``--gpus`` workers) says whether the device is fit for the next trial: None, or why not."""
         info = study_info(space, options)
         study, storage = open_study(space, options, info, sampler)
         tracker = None
@@ -66,60 +72,111 @@ class Sweep:
         self.budget, self.deadline = trial_budget(space, options)
         self.proposer = Proposer(study, space, ledger, worker or worker_id(), self.budget)
         self.recorder = Recorder(study, space, info.objectives, ledger, tracker)
+        self.signals = StopSignals()
+        self.device_check = device_check
+        self.device_failure: str | None = None  # why the device was taken out, once it was
+        self._device_ready = False  # checked, and not used since
         self._stale_checked = 0.0
 
     def run(self) -> SweepSummary:
-        """Run (or resume) this worker's share of the sweep; the summary covers every worker's trials."""
+        """Run (or resume) this worker's share of the sweep; the summary covers every worker's trials.
+
+        SIGINT and SIGTERM raise :class:`~autotune.interrupts.Interrupted` (see :meth:`one_trial` for the
+        trial they stop); the caller says how to resume.
+        """
         ctx, started = self.ctx, time.time()
+        try:
+            with self.signals:
+                reason = self._search()
+                if self.device_failure is None:  # a device that failed its check runs nothing more
+                    for stage in self._stages():
+                        stage.run(ctx)
+            ctx.progress.close()
+            return summarize(ctx, reason, time.time() - started)
+        except BaseException:
+            ctx.progress.close()  # the status line gives way to what ends the command
+            raise
+        finally:
+            close_storage(ctx.storage)
+
+    def _search(self) -> str:
+        """Set up, then propose, measure and record until a stop reason, which it returns.
+
+        A stop signal lands between storage writes, never inside one: each step is a deferred block,
+        and only the waits (a trial process, a device check) are interruptible.
+        """
+        ctx = self.ctx
         if ctx.tracker is not None:
             ctx.tracker.start(self._run_params(), ctx.space.path)
-        recover_orphans(ctx.study, ctx.storage, ctx.progress)
-        self.budget = self.proposer.budget = enqueue_first_trials(ctx.study, ctx.space, self.budget)
-        ctx.ledger.refresh()
+        with self.signals.deferred():
+            recover_orphans(ctx.study, ctx.storage, ctx.progress)
+            self.budget = self.proposer.budget = enqueue_first_trials(ctx.study, ctx.space, self.budget)
+            ctx.ledger.refresh()
         ctx.progress.budget, ctx.progress.deadline = self.budget, self.deadline
         ctx.progress.done = ctx.ledger.tally().measured
         skips = 0
-        while not (reason := self._stop_reason(skips)):
-            skips = 0 if self.one_trial() else skips + 1
-            self._fail_stale_trials()
-        for stage in self._stages():
-            stage.run(ctx)
-        ctx.progress.close()
-        summary = summarize(ctx, reason, time.time() - started)
-        close_storage(ctx.storage)
-        return summary
+        while True:
+            with self.signals.deferred():
+                if reason := self._stop_reason(skips):
+                    return reason
+                skips = 0 if self.one_trial() else skips + 1
+                self._fail_stale_trials()
 
     def _stages(self) -> list[Stage]:
+        from autotune.sweep.report_stage import Report
+
         if self.ctx.options.replay:
-            return []  # recorded measurements would only repeat themselves
-        options = self.ctx.options
+            return [Report()]  # re-measuring recorded measurements would only repeat them
+        from autotune.sweep.finalists import Finalists
+
+        options, finalists = self.ctx.options, self.ctx.space.finalists
         stages: list[Stage] = [Remeasure(options.remeasure_top, options.remeasure_repeats)]
+        if finalists is not None:
+            # After re-measuring (the finalists are the re-measured top); a finalist that then ranks in the
+            # top is re-measured too, so it competes by its median as the others do.
+            stages += [Finalists(finalists, self.deadline), Remeasure(options.remeasure_top, options.remeasure_repeats)]
         if options.profile_steps:
             stages.append(Profile(options.profile_steps))  # after re-measuring: it names the winner
-        return stages
+        return [*stages, Report()]  # last: it draws what the others measured
 
     def one_trial(self) -> bool:
-        """Propose, answer or measure, record. True when the trial was measured (it counts in the budget)."""
+        """Propose, answer or measure, record. True when the trial was measured (it counts in the budget).
+
+        A stop signal while the trial process runs kills it and records the trial as interrupted, its
+        configuration queued to run first when the sweep resumes (:mod:`autotune.sweep.requeue`);
+        one that arrives at any other moment ends the sweep after this trial is recorded.
+        """
         ctx = self.ctx
-        trial = self.proposer.ask()
-        started = time.monotonic()
-        try:
-            with heartbeat(ctx.storage, trial._trial_id):
-                proposal = self.proposer.propose(trial)
-                label = _label(trial.number, proposal.params)
-                ctx.progress.started(label)
-                result = proposal.answer or self._measure(proposal)
-        except BaseException:
-            with quiet_optuna():
-                ctx.study.tell(trial, state=TrialState.FAIL)  # bad input or an interrupt: leave nothing RUNNING
-            raise
-        self.recorder.record(proposal, result)
-        ctx.ledger.refresh()
-        self._report(label, proposal, result, time.monotonic() - started)
-        return proposal.kind is TrialKind.MEASURED
+        with self.signals.deferred():
+            trial = self.proposer.ask()
+            started = time.monotonic()
+            chosen = False  # a configuration to measure was chosen: an interrupted trial queues it again
+            try:
+                with heartbeat(ctx.storage, trial._trial_id):
+                    proposal = self.proposer.propose(trial)
+                    chosen = proposal.kind is TrialKind.MEASURED
+                    label = _label(trial.number, proposal.params)
+                    ctx.progress.started(label)
+                    result = proposal.answer or self._measure(proposal)
+            except Interrupted as stop:
+                record_interrupted(ctx.study, trial, stop.signame, queue_again=chosen)
+                again = ": not counted, it runs again when the sweep resumes" if chosen else ""
+                ctx.progress.message(f"trial {trial.number} interrupted by {stop.signame}{again}")
+                raise
+            except BaseException:
+                with quiet_optuna():
+                    ctx.study.tell(trial, state=TrialState.FAIL)  # bad input or a bug: leave nothing RUNNING
+                raise
+            self.recorder.record(proposal, result)
+            ctx.ledger.refresh()
+            self._report(label, proposal, result, time.monotonic() - started)
+            return proposal.kind is TrialKind.MEASURED
 
     def _measure(self, proposal: Proposal) -> TrialResult:
-        return self.ctx.executor(proposal.params, self.ctx.space.budget.trial_timeout_s, self._prune_below())
+        with self.signals.interruptible():  # the wait for the trial process: a stop signal ends it at once
+            result = self.ctx.executor(proposal.params, self.ctx.space.budget.trial_timeout_s, self._prune_below())
+        self._device_ready = False  # it ran on the device: check the device again before the next trial
+        return result
 
     def _prune_below(self) -> float | None:
         """The throughput under which a trial is stopped after warm-up: a fraction of the best so far."""
@@ -140,7 +197,25 @@ class Sweep:
             return f"no improvement in the last {patience} measured trials"
         if skips >= MAX_SKIPS_IN_A_ROW:
             return f"search space exhausted ({skips} proposals in a row were already measured or infeasible)"
+        if failure := self._device_unfit():
+            return f"taken out: {failure}"
         return ""
+
+    def _device_unfit(self) -> str | None:
+        """Check the device before the next trial: once at the start, then after each trial that used it.
+
+        A device that fails is taken out: this worker stops (its finishing stages would run on it too).
+        """
+        if self.device_check is None or self._device_ready:
+            return None
+        with self.signals.interruptible():
+            failure = self.device_check()
+        if failure is None:
+            self._device_ready = True
+            return None
+        self.device_failure = failure
+        self.ctx.progress.message(f"taken out: its device check failed: {failure}; no more trials run on it")
+        return failure
 
     def _fail_stale_trials(self) -> None:
         """Check other workers' heartbeats once per heartbeat interval (a trial goes stale after a minute)."""
@@ -205,8 +280,15 @@ def run_sweep(
 ) -> SweepSummary:
     """Run (or resume) the sweep of ``space`` until its budget, its time limit or exhaustion.
 
-    ``sampler`` overrides the space's (the search benchmark compares samplers this way).
+    ``sampler`` overrides the space's (the search benchmark compares samplers this way). With
+    ``options.gpus``, one worker process per GPU runs the sweep (:mod:`autotune.sweep.gpus`).
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress lines say what matters
+    if options.gpus:
+        if sampler is not None:
+            raise ValueError("a sampler object cannot reach --gpus workers (other processes): name it in the space")
+        from autotune.sweep.gpus import run_on_gpus
+
+        return run_on_gpus(space, options, progress or Progress(None, None))
     executor = replay_executor(options.replay) if options.replay else trial_executor(space, options)
     return Sweep(space, options, executor, progress or Progress(None, None), sampler).run()

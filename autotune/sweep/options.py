@@ -37,12 +37,18 @@ class SweepOptions:
     patience: int | None = None  # stop after this many measured trials in a row without a new best
     prune_ratio: float = 0.5  # stop a trial after warm-up below this fraction of the best throughput; 0: never
     profile_steps: int = 0  # at the end, profile the default and the winner over this many steps; 0: don't
+    # One worker process per entry, each pinned to that GPU (CUDA_VISIBLE_DEVICES): nvidia-smi indices or UUIDs.
+    gpus: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.profile_steps < 0:
             raise ValueError(f"profile_steps must be >= 0, got {self.profile_steps=}")
         if self.profile_steps and self.replay is not None:
             raise AutotuneError("--profile runs real trials: it cannot be combined with --replay")
+        if self.gpus and self.replay is not None:
+            raise AutotuneError("--gpus runs real trials: it cannot be combined with --replay")
+        if self.gpus and self.storage == "memory":
+            raise AutotuneError("--gpus workers share the study through its storage: use sqlite:/// or postgresql://")
 
 
 @dataclass
@@ -60,3 +66,12 @@ class SweepSummary:
     speedup: float | None = None
     wall_s: float = 0.0
     leaderboard: str = ""
+    # Where the measured trials' time went (every worker's): in all, compiling, and in trials that ended pruned.
+    trial_s: float = 0.0
+    compile_s: float = 0.0
+    pruned_s: float = 0.0
+
+    @property
+    def pruned_share(self) -> float | None:
+        """The share of trial time spent in trials that ended pruned (None before any trial ran)."""
+        return self.pruned_s / self.trial_s if self.trial_s > 0 else None

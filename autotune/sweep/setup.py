@@ -15,9 +15,17 @@ from autotune.samplers import make_sampler
 from autotune.space import Space
 from autotune.studyio import StudyInfo
 from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions
-from autotune.sweep.storage import is_dead_local_worker, open_storage, quiet_optuna
+from autotune.sweep.storage import close_storage, is_dead_local_worker, open_storage, quiet_optuna
 
-__all__ = ["enqueue_first_trials", "open_study", "recover_orphans", "study_info", "trial_budget"]
+__all__ = [
+    "enqueue_first_trials",
+    "open_study",
+    "prepare_study",
+    "recover_orphans",
+    "study_info",
+    "study_name",
+    "trial_budget",
+]
 
 
 def study_info(space: Space, options: SweepOptions) -> StudyInfo:
@@ -32,11 +40,16 @@ def study_info(space: Space, options: SweepOptions) -> StudyInfo:
     )
 
 
+def study_name(space: Space, options: SweepOptions) -> str:
+    """``--study``, else the space file's name (``-replay`` added for a replayed sweep)."""
+    return options.study_name or space.path.stem + ("-replay" if options.replay else "")
+
+
 def open_study(
     space: Space, options: SweepOptions, info: StudyInfo, sampler: optuna.samplers.BaseSampler | None
 ) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
     """Create the study, or load it to resume; a study made for another workload is bad input."""
-    name = options.study_name or space.path.stem + ("-replay" if options.replay else "")
+    name = study_name(space, options)
     storage = open_storage(options.storage)
     seed = options.seed if options.seed is not None else space.sampler.seed
     kinds = {param.kind for param in space.params.values()}
@@ -97,14 +110,31 @@ def fail_stale_trials(study: optuna.Study, storage: optuna.storages.BaseStorage)
 
 def enqueue_first_trials(study: optuna.Study, space: Space, budget: int | None) -> int | None:
     """Queue the PyTorch-default configuration first (every leaderboard shows the speedup over it)
-    and, for a grid sampler, every point of the grid; returns the budget, capped by the grid's size."""
+    and, for a grid sampler, every point of the grid; returns the budget, capped by the grid's size
+    (also when resuming, or when another process queued the grid)."""
     trials = study.get_trials(deepcopy=False)
     if not any(t.user_attrs.get(studyio.ATTR_DEFAULT) for t in trials):
         study.enqueue_trial(space.optuna_params(space.default_params()), user_attrs={studyio.ATTR_DEFAULT: True})
-    if space.sampler.name == "grid" and not trials:
+    if space.sampler.name == "grid":
         grid = space.grid()
-        for params in grid:
-            study.enqueue_trial(space.optuna_params(params), skip_if_exists=True)
+        if not trials:
+            for params in grid:
+                study.enqueue_trial(space.optuna_params(params), skip_if_exists=True)
         if budget is None or budget > len(grid):
             budget = len(grid)
     return budget
+
+
+def prepare_study(space: Space, options: SweepOptions) -> tuple[int | None, int]:
+    """Open (or create) the study once and queue its first trials, before several workers start on it.
+
+    Workers started together would otherwise each find no default configuration queued, and each
+    queue one. Returns the budget (capped as :func:`enqueue_first_trials` does) and the measured
+    trials so far; a study made for another workload is bad input, said once.
+    """
+    study, storage = open_study(space, options, study_info(space, options), None)
+    try:
+        budget = enqueue_first_trials(study, space, trial_budget(space, options)[0])
+        return budget, len(studyio.measured_trials(study))
+    finally:
+        close_storage(storage)

@@ -1,0 +1,140 @@
+"""The Inductor options a tuned configuration may carry: which ones, their values, their text form.
+
+Inductor's most expensive options (minutes of compile a trial) are not searched: a space's
+``finalists:`` stage re-tries the search's best configurations with them (README: "Finalists"),
+and the ``inductor`` knob carries them from that trial to ``autotune export`` and ``cfg.apply()``.
+Only the options of :data:`ALLOWED` that the installed torch has are accepted, with the type its
+``torch._inductor.config`` gives them (bool, or text for the GEMM backends).
+
+In a trial's params the options are one text, ``name=value`` pairs joined by ``;`` in name order
+(``coordinate_descent_tuning=true;max_autotune=true``): params must be plain values (they are
+compared and hashed to find repeats), and ``;`` leaves the backends' commas alone. A mapping
+(the YAML form) and that text are both accepted wherever the knob is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.errors import AutotuneError
+
+__all__ = ["ALLOWED", "GEMM_BACKENDS", "available", "from_text", "parse", "problems", "to_text"]
+
+# What a space may set (README "Finalists"): the options torchtitan and Inductor's own max-autotune modes turn.
+ALLOWED = (
+    "coordinate_descent_tuning",
+    "max_autotune",
+    "max_autotune_gemm_backends",
+    "epilogue_fusion",
+    "shape_padding",
+    "triton.cudagraphs",
+)
+# The backends max_autotune_gemm_backends may name (torch 2.13's torch/_inductor/config.py). Inductor
+# ignores any other name without a word, so a typo would re-measure nothing new: it is refused here.
+GEMM_BACKENDS = ("ATEN", "TRITON", "CPP", "CUTLASS", "CUTEDSL", "NVGEMM", "CK", "CKTILE")
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+OptionValue = bool | str
+
+
+def available() -> dict[str, type]:
+    """The allowed options this torch's Inductor has, with their type (``bool`` or ``str``)."""
+    from torch._inductor import config  # imported with torch._dynamo already; it starts no thread
+
+    current = config.get_config_copy()
+    return {name: type(current[name]) for name in ALLOWED if name in current}
+
+
+def problems(options: Mapping[Any, Any]) -> list[tuple[str, str]]:
+    """``(option, problem)`` for every option that cannot be set as given; empty when all can."""
+    types = available()
+    found: list[tuple[str, str]] = []
+    for name, value in options.items():
+        problem = _name_problem(str(name), types) or _value_problem(str(name), value, types[str(name)])
+        if problem:
+            found.append((str(name), problem))
+    return found
+
+
+def _name_problem(name: str, types: Mapping[str, type]) -> str | None:
+    if name in types:
+        return None
+    if name in ALLOWED:
+        import torch
+
+        return f"not an option of this torch's Inductor (torch {torch.__version__})"
+    import difflib
+
+    from torch._inductor import config
+
+    allowed = ", ".join(types)
+    if name in config.get_config_copy():
+        return f"an Inductor option autotune does not set (it sets: {allowed})"
+    close = difflib.get_close_matches(name, list(types), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown Inductor option ({hint}autotune sets: {allowed})"
+
+
+def _value_problem(name: str, value: Any, kind: type) -> str | None:
+    try:
+        _typed(name, value, kind)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _typed(name: str, value: Any, kind: type) -> OptionValue:
+    """``value`` as the option's type; ValueError says what is wrong with it."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if isinstance(value, str) and text in _TRUE | _FALSE:
+            return text in _TRUE
+        raise ValueError(f"{value!r} is not true or false")
+    if name == "max_autotune_gemm_backends":
+        return _gemm_backends(value)
+    if not isinstance(value, str) or not value or any(c in value for c in ";= \t"):
+        raise ValueError(f"{value!r} is not a single word of text")
+    return value
+
+
+def _gemm_backends(value: Any) -> str:
+    names = [part.strip().upper() for part in str(value).split(",")] if isinstance(value, str) else []
+    unknown = [n for n in names if n not in GEMM_BACKENDS]
+    if not names or unknown:
+        raise ValueError(f"{value!r} is not a comma-separated list of {', '.join(GEMM_BACKENDS)}")
+    return ",".join(names)
+
+
+def parse(value: Any) -> dict[str, OptionValue]:
+    """Options from a mapping or their text form, typed; AutotuneError names every problem."""
+    options = value if isinstance(value, Mapping) else from_text(str(value))
+    found = problems(options)
+    if found:
+        raise AutotuneError("; ".join(f"inductor option {name}: {problem}" for name, problem in found))
+    types = available()
+    return {str(name): _typed(str(name), v, types[str(name)]) for name, v in options.items()}
+
+
+def to_text(options: Mapping[str, OptionValue]) -> str | None:
+    """The params form: ``name=value`` pairs in name order joined by ``;``; None for no options."""
+    if not options:
+        return None
+    shown = {name: (str(v).lower() if isinstance(v, bool) else str(v)) for name, v in options.items()}
+    return ";".join(f"{name}={shown[name]}" for name in sorted(shown))
+
+
+def from_text(text: str) -> dict[str, str]:
+    """The pairs of a text form, untyped (:func:`parse` types and checks them)."""
+    pairs: dict[str, str] = {}
+    for item in (part.strip() for part in text.split(";")):
+        if not item:
+            continue
+        name, equals, value = item.partition("=")
+        if not equals or not name.strip():
+            raise AutotuneError(f"inductor option {item!r} is not name=value (e.g. coordinate_descent_tuning=true)")
+        pairs[name.strip()] = value.strip()
+    return pairs

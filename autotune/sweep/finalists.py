@@ -1,0 +1,148 @@
+"""Finishing stage: the search's best configurations re-tried with Inductor's expensive options.
+
+Options such as ``coordinate_descent_tuning`` and the max-autotune modes cost minutes of compile a
+trial (on an H200, +4.2% for 122 s and +3.7% for 240 s on a vision transformer's winner): too dear
+to search, worth paying once on the few configurations that can win. A space's ``finalists:``
+section names them and how many configurations get them (``top``); after the search and its
+re-measurements, each of those configurations runs once more with the options (the ``inductor``
+knob, and ``compile_mode`` when the section gives one) as a new measured trial of the same study.
+It ranks in the leaderboard like any trial, and exports like any trial: the knob goes to
+``torch.compile`` in production as it did in the trial.
+
+Limits: the stage runs at most ``top`` trials, each within the space's ``trial_timeout``, and starts
+none once the sweep's time limit has passed. They are measured trials of the study: a resumed sweep
+counts them in its budget and does not run them again, nor one another worker already ran or runs.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune import studyio
+from autotune.results import TrialResult
+from autotune.space.settings import FinalistsSpec
+from autotune.studyio import TrialKind
+from autotune.sweep.context import SweepContext
+from autotune.sweep.proposals import Proposal
+from autotune.sweep.recorder import Recorder
+from autotune.sweep.storage import heartbeat, quiet_optuna, worker_id
+
+__all__ = ["ATTR_FINALIST_OF", "Finalists"]
+
+# On a finalist trial: the number of the search trial whose configuration it re-tries.
+ATTR_FINALIST_OF = "autotune.finalist_of"
+
+
+class Finalists:
+    """Re-tries the ``spec.top`` best configurations of the search with the spec's knob overrides."""
+
+    name = "finalists"
+
+    def __init__(self, spec: FinalistsSpec, deadline: float | None = None) -> None:
+        self.spec = spec
+        self.deadline = deadline  # the sweep's time limit (time.time()); None: none
+        self.overrides = spec.knob_overrides()
+
+    def run(self, ctx: SweepContext) -> None:
+        ctx.ledger.refresh()
+        for source, value in self._sources(ctx):
+            params = {**studyio.trial_params(source), **self.overrides}
+            if ctx.ledger.measured_with(params, -1) is not None:
+                continue  # tried already: by an earlier run of this sweep, or by another worker (now or before)
+            if self.deadline is not None and time.time() >= self.deadline:
+                ctx.progress.message("finalists: the sweep's time limit has passed; no finalist started")
+                return
+            self._try(ctx, source, value, params)
+
+    def _sources(self, ctx: SweepContext) -> list[tuple[FrozenTrial, float | None]]:
+        """The best ranked search trials (finalists left out) that the overrides change, with their ranking values.
+
+        Without a compile mode of its own, the stage passes over eager configurations: Inductor
+        options would change nothing there.
+        """
+        from autotune.leaderboard import leaderboard
+
+        trials = ctx.study.get_trials(deepcopy=False)  # numbered 0..n-1: a trial's number is its index
+        sources = []
+        for row in leaderboard(ctx.study, ctx.info):
+            trial = trials[row.trial]
+            if row.rank is None or ATTR_FINALIST_OF in trial.user_attrs:
+                continue
+            params = studyio.trial_params(trial)
+            if "compile_mode" not in self.overrides and params.get("compile_mode", "none") == "none":
+                continue
+            if {**params, **self.overrides} != params:
+                sources.append((trial, row.value))
+        return sources[: self.spec.top]
+
+    def _try(self, ctx: SweepContext, source: FrozenTrial, value: float | None, params: dict[str, Any]) -> None:
+        trial = _new_trial(ctx, source, params)
+        ctx.progress.message(
+            f"finalist trial {trial.number}: trial {source.number} again with {_describe(self.overrides)}"
+        )
+        try:
+            with heartbeat(ctx.storage, trial._trial_id):
+                result = ctx.executor(params, ctx.space.budget.trial_timeout_s, None)
+        except BaseException:
+            with quiet_optuna():
+                ctx.study.tell(trial, state=TrialState.FAIL)  # an interrupt: leave nothing RUNNING
+            raise
+        recorder = Recorder(ctx.study, ctx.space, ctx.info.objectives, ctx.ledger, ctx.tracker)
+        recorder.record(Proposal(trial, params, TrialKind.MEASURED), result)
+        ctx.ledger.refresh()
+        ctx.progress.message(f"finalist trial {trial.number}: {_outcome(result, ctx.info.objectives[0], value)}")
+
+
+def _new_trial(ctx: SweepContext, source: FrozenTrial, params: dict[str, Any]) -> optuna.Trial:
+    """A RUNNING trial of the study with ``source``'s sampler params (samplers see a point of the space) and
+    ``params`` as the configuration it runs.
+
+    Created from a template rather than by ``study.ask()``, which would pop a queued trial (a
+    grid's leftover point, a retried orphan) in its place.
+    """
+    template = FrozenTrial(
+        number=-1,  # the storage numbers it
+        state=TrialState.RUNNING,
+        value=None,
+        datetime_start=datetime.now(),
+        datetime_complete=None,
+        params=dict(source.params),
+        distributions=dict(source.distributions),
+        user_attrs={
+            studyio.ATTR_PARAMS: params,
+            studyio.ATTR_WORKER: worker_id(),
+            ATTR_FINALIST_OF: source.number,
+        },
+        system_attrs={},
+        intermediate_values={},
+        trial_id=-1,
+    )
+    study_id = ctx.storage.get_study_id_from_name(ctx.study.study_name)
+    return optuna.Trial(ctx.study, ctx.storage.create_new_trial(study_id, template))
+
+
+def _describe(overrides: dict[str, Any]) -> str:
+    """``compile_mode=max-autotune, inductor coordinate_descent_tuning=true``."""
+    return ", ".join(
+        f"{name} {value}" if name == "inductor" else f"{name}={value}" for name, value in overrides.items()
+    )
+
+
+def _outcome(result: TrialResult, objective: tuple[str, str], before: float | None) -> str:
+    if not result.ok:
+        return f"{result.status.value}: {result.reason}"
+    metric, direction = objective
+    value = result.metrics.get(metric)
+    if not isinstance(value, int | float):
+        return "ok"
+    unit = f" {result.metrics.get('throughput_unit', '')}" if metric == "throughput" else ""
+    text = f"ok {metric} {value:,.4g}{unit}"
+    if before and value:
+        ratio = value / before if direction == "maximize" else before / value
+        text += f" ({ratio:.3f}x its search trial)"
+    return text

@@ -1,0 +1,47 @@
+"""Finishing stage: the study's report (``autotune report``), written beside its storage and logged to MLflow.
+
+Runs last, so the page shows the re-measured ranks and the profiled winner's sweep as it ends. A
+report is a by-product: one that cannot be made is said in a line and never fails the sweep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from autotune.sweep.context import SweepContext
+
+__all__ = ["Report", "report_path"]
+
+
+def report_path(study_name: str, storage: str) -> Path:
+    """``<study>_report.html`` in the folder of an SQLite storage file, else in the current folder."""
+    name = f"{study_name}_report.html"
+    try:
+        url = make_url(storage)
+    except ArgumentError:  # "memory" and the like: no file to sit beside
+        return Path(name).absolute()
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        return Path(url.database).absolute().parent / name
+    return Path(name).absolute()
+
+
+class Report:
+    """Writes the report page and its PNGs, and logs them to the sweep's MLflow parent run."""
+
+    name = "report"
+
+    def run(self, ctx: SweepContext) -> None:
+        from autotune.reporting import write_report
+
+        path = report_path(ctx.study.study_name, ctx.options.storage)
+        try:
+            report = write_report(ctx.study, ctx.info, path, ctx.options.storage)
+        except Exception as exc:  # a bug in drawing must not cost the sweep its summary and MLflow run
+            ctx.progress.message(f"report: not made: {type(exc).__name__}: {exc}")
+            return
+        ctx.progress.message(f"report: {report.html}")
+        if ctx.tracker is not None:
+            report.log(ctx.tracker)

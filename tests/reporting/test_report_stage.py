@@ -1,0 +1,57 @@
+"""The finishing stage that writes a sweep's report beside its storage and logs it to the parent run."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from report_studies import make_info, synthetic_study
+
+from autotune.progress import Progress
+from autotune.sweep.context import SweepContext
+from autotune.sweep.options import SweepOptions
+from autotune.sweep.report_stage import Report, report_path
+from autotune.tracking import SweepTracker
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def test_report_path_sits_beside_an_sqlite_file_else_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert report_path("q", f"sqlite:///{tmp_path}/db/a.db") == tmp_path / "db" / "q_report.html"
+    assert report_path("q", "sqlite:///autotune.db") == tmp_path / "q_report.html"
+    assert report_path("q", "memory") == tmp_path / "q_report.html"
+    assert report_path("q", "postgresql://u:secret@host/db") == tmp_path / "q_report.html"
+
+
+def context(study: optuna.Study, storage: str, tracker: SweepTracker | None, stream: io.StringIO) -> SweepContext:
+    """What the stage reads of a sweep: the study, its info, the storage URL, the progress, the tracker."""
+    options = SweepOptions(storage=storage)
+    info = make_info()
+    progress = Progress(None, None, stream=stream)
+    return SweepContext(None, options, study, study._storage, info, None, None, progress, tracker)  # type: ignore[arg-type]
+
+
+def test_the_stage_writes_and_logs_the_report(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path}/autotune.db"
+    study = synthetic_study(tmp_path / "autotune.db", 20)
+    tracker = SweepTracker("rn50", f"sqlite:///{tmp_path}/mlflow.db")
+    run_id = tracker.start({})
+    assert run_id is not None
+    stream = io.StringIO()
+    Report().run(context(study, storage, tracker, stream))
+    assert (tmp_path / "rn50_report.html").is_file()
+    assert f"report: {tmp_path / 'rn50_report.html'}" in stream.getvalue()
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    assert "report/report.html" in {a.path for a in client.list_artifacts(run_id, "report")}
+
+
+def test_a_report_that_cannot_be_written_is_a_line_not_a_failed_sweep(tmp_path: Path) -> None:
+    study = synthetic_study(tmp_path / "autotune.db", 5)
+    (tmp_path / "rn50_report.html").mkdir()  # a folder where the page should go
+    stream = io.StringIO()
+    Report().run(context(study, f"sqlite:///{tmp_path}/autotune.db", None, stream))
+    assert "report: not made: IsADirectoryError" in stream.getvalue()
