@@ -20,6 +20,7 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
+from trial_workloads import LOCKSTEP_SPACE
 
 from autotune import studyio
 from autotune.progress import Progress
@@ -105,20 +106,6 @@ def test_workers_started_together_share_a_postgresql_study(
     uri = mlflow_server.uri  # type: ignore[attr-defined]
     run_workers(workdir, "--storage", storage, "--study", name, "--tracking-uri", uri)
     check_shared_study(optuna.load_study(study_name=name, storage=storage), uri)
-
-
-# 300 block-size configurations, answered from synthetic records so that asks cost nothing.
-LOCKSTEP_SPACE = """\
-workload: {name: triton_matmul, preset: full}
-device: cuda
-budget: {trials: 40}
-sampler: {name: random, seed: 0}
-params:
-  BLOCK_M: [16, 32, 64, 128, 256]
-  BLOCK_N: [16, 32, 64, 128, 256]
-  BLOCK_K: [16, 32, 64, 128]
-  num_warps: [2, 4, 8]
-"""
 
 
 def test_workers_with_one_seed_stop_proposing_in_lockstep(tmp_path: Path) -> None:

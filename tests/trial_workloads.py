@@ -123,3 +123,17 @@ def paced(preset: str = "tiny", step_ms: float = 60.0) -> Workload:
     """Each step takes ``step_ms`` (slept): figures that hold on a loaded CPU; the default is the slow one."""
     model, make_batch = _mlp_parts()
     return Workload(_Hook(model, lambda: time.sleep(step_ms / 1e3)), make_batch, F.cross_entropy)  # type: ignore[arg-type]
+
+
+# 300 block-size configurations, answered from synthetic records so that asks cost nothing.
+LOCKSTEP_SPACE = """\
+workload: {name: triton_matmul, preset: full}
+device: cuda
+budget: {trials: 40}
+sampler: {name: random, seed: 0}
+params:
+  BLOCK_M: [16, 32, 64, 128, 256]
+  BLOCK_N: [16, 32, 64, 128, 256]
+  BLOCK_K: [16, 32, 64, 128]
+  num_warps: [2, 4, 8]
+"""

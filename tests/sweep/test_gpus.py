@@ -17,6 +17,7 @@ import optuna
 import pytest
 import torch
 from sweep_processes import load_study, run, sweep_args, trial_pids, write_space
+from trial_workloads import LOCKSTEP_SPACE
 
 from autotune import studyio
 from autotune.devicecheck import DeviceLock, probe
@@ -121,20 +122,6 @@ def test_gpus_need_real_trials_and_a_shared_storage(tmp_path: Path) -> None:
         SweepOptions(gpus=("0", "1"), replay=tmp_path / "records.json")
     with pytest.raises(AutotuneError, match="share the study through its storage"):
         SweepOptions(gpus=("0", "1"), storage="memory")
-
-
-# 300 block-size configurations, answered from synthetic records so that asks cost nothing.
-LOCKSTEP_SPACE = """\
-workload: {name: triton_matmul, preset: full}
-device: cuda
-budget: {trials: 40}
-sampler: {name: random, seed: 0}
-params:
-  BLOCK_M: [16, 32, 64, 128, 256]
-  BLOCK_N: [16, 32, 64, 128, 256]
-  BLOCK_K: [16, 32, 64, 128]
-  num_warps: [2, 4, 8]
-"""
 
 
 def collisions(tmp_path: Path, name: str, first: SweepOptions, second: SweepOptions) -> int:
