@@ -34,6 +34,7 @@ import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -116,7 +117,12 @@ def _trial_metrics(info: StudyInfo, row: leaderboard.LeaderboardRow) -> dict[str
 
 
 def _provenance(
-    study: optuna.Study, info: StudyInfo, row: leaderboard.LeaderboardRow, trial: FrozenTrial, storage: str
+    study: optuna.Study,
+    info: StudyInfo,
+    rows: list[leaderboard.LeaderboardRow],
+    row: leaderboard.LeaderboardRow,
+    trial: FrozenTrial,
+    storage: str,
 ) -> dict[str, Any]:
     result = studyio.trial_result(trial)
     assert result is not None  # a leaderboard row is a trial with a result
@@ -128,7 +134,7 @@ def _provenance(
         "metrics": _trial_metrics(info, row),
         "env": dict(result.env),
         "trial_params": studyio.trial_params(trial),  # what `autotune verify` re-runs
-        "default": _default_trial(study, info),
+        "default": _default_trial(study, rows),
         "mlflow_run_id": trial.user_attrs.get(studyio.ATTR_MLFLOW_RUN),
         "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "autotune_version": __version__,
@@ -136,9 +142,9 @@ def _provenance(
     return {k: v for k, v in provenance.items() if v is not None}
 
 
-def _default_trial(study: optuna.Study, info: StudyInfo) -> dict[str, Any] | None:
+def _default_trial(study: optuna.Study, rows: list[leaderboard.LeaderboardRow]) -> dict[str, Any] | None:
     """The PyTorch-default trial the speedup is measured against: its number, params and figure."""
-    row = next((r for r in leaderboard.leaderboard(study, info) if r.default and r.ok), None)
+    row = next((r for r in rows if r.default and r.ok), None)
     if row is None:
         return None
     trial = next(t for t in studyio.measured_trials(study) if t.number == row.trial)
@@ -155,7 +161,13 @@ def _workload(info: StudyInfo) -> dict[str, Any]:
     return {**workload, "args": args} if args else workload
 
 
-def _config(study: optuna.Study, info: StudyInfo, row: leaderboard.LeaderboardRow, storage: str) -> TunedConfig:
+def _config(
+    study: optuna.Study,
+    info: StudyInfo,
+    rows: list[leaderboard.LeaderboardRow],
+    row: leaderboard.LeaderboardRow,
+    storage: str,
+) -> TunedConfig:
     trial = next(t for t in studyio.measured_trials(study) if t.number == row.trial)
     result = studyio.trial_result(trial)
     assert result is not None  # a leaderboard row is a trial with a result
@@ -171,7 +183,7 @@ def _config(study: optuna.Study, info: StudyInfo, row: leaderboard.LeaderboardRo
         params={k: v for k, v in resolved.items() if k not in knobs_mod.KNOB_SPECS and k not in kernel_params},
         workload=_workload(info),
         kernels={**_kernels(info, result), **_listed_kernels(result)},
-        provenance=_provenance(study, info, row, trial, storage),
+        provenance=_provenance(study, info, rows, row, trial, storage),
     )
 
 
@@ -236,8 +248,9 @@ def export(
     ``storage`` is the study's storage URL, recorded in the provenance without its password.
     Raises :class:`AutotuneError` when no trial qualifies.
     """
-    row = leaderboard.choose(leaderboard.leaderboard(study, info), rule, info)
-    config = _config(study, info, row, storage)
+    rows = leaderboard.leaderboard(study, info)
+    row = leaderboard.choose(rows, rule, info)
+    config = _config(study, info, rows, row, storage)
     if rule is not None:
         config.provenance["rule"] = rule
     target = Path(path)
@@ -339,17 +352,25 @@ def _comparable(key: str, value: Any) -> Any:
     return value or None
 
 
+def env_differences(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """The env keys (gpu, torch, cuda, triton) on which ``now`` differs from ``recorded``.
+
+    A GPU (or its absence) always counts; versions only when both sides know theirs, and without
+    their local part (torch 2.11.0+cu130 is torch 2.11.0: CUDA is its own key).
+    """
+    return [
+        key
+        for key in _ENV_KEYS
+        if (key == "gpu" or (recorded.get(key) and now.get(key)))
+        and _comparable(key, recorded.get(key)) != _comparable(key, now.get(key))
+    ]
+
+
 def _warn_on_env_mismatch(path: Path, recorded: dict[str, Any]) -> None:
     if not recorded:
         return  # a hand-written file: nothing to compare with
     now = current_env()
-    # A GPU (or its absence) always counts; versions only when both sides know theirs.
-    differ = [
-        key
-        for key in _ENV_KEYS
-        if (key == "gpu" or (recorded.get(key) and now[key]))
-        and _comparable(key, recorded.get(key)) != _comparable(key, now[key])
-    ]
+    differ = env_differences(recorded, now)
     if not differ:
         return
     then = " / ".join(_describe(k, recorded.get(k), absent_gpu="a CPU") for k in differ)

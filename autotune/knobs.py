@@ -109,6 +109,14 @@ _FALSE = {"false", "0", "no", "off"}
 _NONE = {"none", "null", "default"}
 
 
+def parse_bool(value: Any) -> bool | None:
+    """``true/false``, ``1/0``, ``yes/no``, ``on/off`` (any case) as a bool; None for anything else."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    return text in _TRUE if text in _TRUE | _FALSE else None
+
+
 def _coerce(spec: KnobSpec, value: Any) -> Any:
     """Turn a CLI string or a YAML value into the knob's type, or say what is wrong with it."""
     if value is None and (spec.kind is bool or spec.nullable):
@@ -118,11 +126,8 @@ def _coerce(spec: KnobSpec, value: Any) -> Any:
     if spec.parse is not None:
         return spec.parse(value)
     if spec.kind is bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in _TRUE | _FALSE:
-            return text in _TRUE
+        if (parsed := parse_bool(value)) is not None:
+            return parsed
     elif spec.kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value

@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune import studyio
 from autotune.errors import AutotuneError
+from autotune.progress import format_duration
 from autotune.report import format_params
 from autotune.studyio import StudyInfo
 
@@ -61,20 +62,14 @@ class SweepStatus:
             where = f"GPU {run.gpu}, " if run.gpu is not None else ""
             gone = " (its worker is gone: retried when a sweep resumes)" if run.worker_gone else ""
             out.append(
-                f"running: trial {run.trial} on {where}{run.worker} for {_duration(run.seconds)}{gone}: "
+                f"running: trial {run.trial} on {where}{run.worker} for {format_duration(run.seconds)}{gone}: "
                 f"{format_params(run.params)}"
             )
         if self.eta_s is not None:
-            out.append(f"eta: about {_duration(self.eta_s)} at the measured trials' pace")
+            out.append(f"eta: about {format_duration(self.eta_s)} at the measured trials' pace")
         elif self.budget and t.measured >= self.budget and not self.running:
             out.append("done: the budget is measured")
         return out
-
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def _running(study: optuna.Study, now: datetime) -> list[Running]:

@@ -25,7 +25,7 @@ __all__ = ["MIN_TOLERANCE", "Verification", "VerifyFailed", "verification_specs"
 
 #: The least shortfall called a regression: below it, run-to-run noise of whole trials.
 MIN_TOLERANCE = 0.03
-_ENV_KEYS = {"gpu": "GPU", "torch": "torch", "cuda": "CUDA", "triton": "Triton"}
+_ENV_LABELS = {"gpu": "GPU", "torch": "torch", "cuda": "CUDA", "triton": "Triton"}
 
 Run = Callable[[TrialSpec], TrialResult]
 
@@ -115,10 +115,11 @@ def _recorded(provenance: Mapping[str, Any], metric: str) -> tuple[float | None,
 
 
 def _env_changes(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
+    from autotune.export import env_differences
+
     return [
-        f"{label}: recorded {recorded.get(key)}, here {here.get(key)}"
-        for key, label in _ENV_KEYS.items()
-        if recorded.get(key) is not None and here.get(key) is not None and recorded.get(key) != here.get(key)
+        f"{_ENV_LABELS[key]}: recorded {recorded.get(key)}, here {here.get(key)}"
+        for key in env_differences(recorded, here)
     ]
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
-from trial_workloads import LOCKSTEP_SPACE
+from trial_workloads import LOCKSTEP_SPACE, lockstep_records
 
 from autotune import studyio
 from autotune.progress import Progress
@@ -115,13 +115,7 @@ def test_workers_with_one_seed_stop_proposing_in_lockstep(tmp_path: Path) -> Non
     the only randomness left after the fix is the reseeded worker's (failing would take 5 chance
     collisions in its 9 later asks over 300 configurations: odds of about 1e-6).
     """
-    records = [
-        {"params": {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "num_warps": w}, "status": "ok", "tflops": m + n + k + w}
-        for m in (16, 32, 64, 128, 256)
-        for n in (16, 32, 64, 128, 256)
-        for k in (16, 32, 64, 128)
-        for w in (2, 4, 8)
-    ]
+    records = lockstep_records()
     (tmp_path / "records.json").write_text(json.dumps(records))  # written before options name it
     (tmp_path / "lockstep.yaml").write_text(LOCKSTEP_SPACE)
     space = load_space(tmp_path / "lockstep.yaml", replay=True)

@@ -137,3 +137,14 @@ params:
   BLOCK_K: [16, 32, 64, 128]
   num_warps: [2, 4, 8]
 """
+
+
+def lockstep_records() -> list[dict[str, object]]:
+    """A synthetic record for every configuration of LOCKSTEP_SPACE, for a replay executor."""
+    return [
+        {"params": {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "num_warps": w}, "status": "ok", "tflops": m + n + k + w}
+        for m in (16, 32, 64, 128, 256)
+        for n in (16, 32, 64, 128, 256)
+        for k in (16, 32, 64, 128)
+        for w in (2, 4, 8)
+    ]

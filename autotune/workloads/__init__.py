@@ -206,10 +206,6 @@ def workload_params(func: Callable[..., Any]) -> dict[str, Any]:
     return out
 
 
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
-
 def coerce_param(name: str, value: Any, default: Any) -> Any:
     """A workload param given as text (``-p delay_ms=2``) in its default's type: bool, int or float.
 
@@ -218,12 +214,13 @@ def coerce_param(name: str, value: Any, default: Any) -> Any:
     """
     if not isinstance(value, str) or default is None or isinstance(default, str):
         return value
-    text = value.strip().lower()
+    from autotune.knobs import parse_bool
+
     try:
         if isinstance(default, bool):
-            if text not in _TRUE | _FALSE:
-                raise ValueError(text)
-            return text in _TRUE
+            if (parsed := parse_bool(value)) is None:
+                raise ValueError(value)
+            return parsed
         return type(default)(value) if isinstance(default, int | float) else value
     except ValueError:
         kind = {bool: "true or false", int: "an integer"}.get(type(default), "a number")

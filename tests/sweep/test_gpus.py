@@ -17,7 +17,7 @@ import optuna
 import pytest
 import torch
 from sweep_processes import load_study, run, sweep_args, trial_pids, write_space
-from trial_workloads import LOCKSTEP_SPACE
+from trial_workloads import LOCKSTEP_SPACE, lockstep_records
 
 from autotune import studyio
 from autotune.devicecheck import DeviceLock, probe
@@ -126,13 +126,7 @@ def test_gpus_need_real_trials_and_a_shared_storage(tmp_path: Path) -> None:
 
 def collisions(tmp_path: Path, name: str, first: SweepOptions, second: SweepOptions) -> int:
     """Two workers asking in turn, 10 asks each: how often the second proposed what the first had."""
-    records = [
-        {"params": {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "num_warps": w}, "status": "ok", "tflops": m + n + k + w}
-        for m in (16, 32, 64, 128, 256)
-        for n in (16, 32, 64, 128, 256)
-        for k in (16, 32, 64, 128)
-        for w in (2, 4, 8)
-    ]
+    records = lockstep_records()
     (tmp_path / "records.json").write_text(json.dumps(records))
     space = load_space(tmp_path / "lockstep.yaml", replay=True)
     quiet = Progress(None, None, io.StringIO())
