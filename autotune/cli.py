@@ -142,6 +142,11 @@ def validate(space_file: Path) -> None:
 )
 @click.option("--profile", is_flag=True, help="At the end, profile the PyTorch defaults and the winner side by side.")
 @click.option(
+    "--warm-start",
+    metavar="STUDY",
+    help="Start the sampler from STUDY's measured trials (same storage): evidence, never trials of this study.",
+)
+@click.option(
     "--gpus",
     metavar="LIST",
     help="One worker per GPU, one study: 0,1,2,3 (nvidia-smi numbering) or all. With --device cpu, CPU workers.",
@@ -163,6 +168,7 @@ def sweep(
     patience: int | None,
     prune_below: float,
     profile: bool,
+    warm_start: str | None,
     gpus: str | None,
 ) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
@@ -190,6 +196,7 @@ def sweep(
         prune_ratio=prune_below,
         profile_steps=DEFAULT_STEPS if profile else 0,
         gpus=parse_gpus(gpus) if gpus else (),
+        warm_start=warm_start,
     )
     summary = run_sweep(space, options)
     click.echo(report.sweep_summary(summary, storage))

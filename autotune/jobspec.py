@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["MeasureSettings", "TrialSpec"]
+__all__ = ["MeasureSettings", "Pruning", "TrialSpec"]
 
 
 @dataclass(frozen=True)
@@ -46,13 +46,30 @@ class MeasureSettings:
 
 
 @dataclass(frozen=True)
+class Pruning:
+    """When a sweep stops a trial early: the throughput a trial must reach, and what compiling can add.
+
+    ``below``: a trial whose settled warm-up throughput is under it stops there (status pruned); None
+    before the sweep has a best. ``compile_gain``: the most a compile may multiply a configuration's
+    eager throughput by in this study (:mod:`autotune.sweep.compilegain`); None until the study has
+    measured enough compiled trials to say. A compiled trial given a ``Pruning`` first times a few
+    steps of its eager twin (:mod:`autotune.eagerprobe`): that figure is recorded either way, and with
+    both bounds known a configuration whose eager throughput times ``compile_gain`` cannot reach
+    ``below`` stops before it compiles.
+    """
+
+    below: float | None = None
+    compile_gain: float | None = None
+
+
+@dataclass(frozen=True)
 class TrialSpec:
     """One trial: a workload, its knobs and workload params, the device and how to measure.
 
     ``memory_cap_gib`` caps the trial's memory for real (CUDA: the allocator's per-process
     fraction; CPU: the address-space limit above what the process already maps), so an
     over-large configuration fails as ``oom`` exactly as it would on a smaller device.
-    ``prune_below`` lets a sweep stop a trial whose settled warm-up throughput is already below it.
+    ``pruning`` lets a sweep stop a trial that cannot win: after warm-up, or before compiling (:class:`Pruning`).
     ``kernels`` names the space's listed Triton kernels: each is pinned to the config its params
     choose before the workload is built. ``profile_steps > 0`` has the trial, after its timed window,
     run that many more steps under the profiler (:func:`autotune.profiling.capture`) and put what
@@ -70,7 +87,7 @@ class TrialSpec:
     measure: MeasureSettings = field(default_factory=MeasureSettings)
     memory_cap_gib: float | None = None
     seed: int = 0
-    prune_below: float | None = None  # throughput under which to stop after warm-up (status pruned)
+    pruning: Pruning | None = None  # a sweep's early stop (None: the trial runs to its timed window)
     kernels: tuple[str, ...] = ()  # import paths of listed Triton kernels; their configs are in params
     profile_steps: int = 0  # steps profiled after the timed window (0: none)
     profile_dir: str | None = None  # where the profiled steps' Chrome trace goes (None: no trace file)

@@ -49,6 +49,7 @@ class SweepStatus:
     running: list[Running]
     best: str | None
     eta_s: float | None
+    warm_start: dict[str, Any] | None = None  # the study's autotune.warm_start: where the sampler started from
 
     def lines(self) -> list[str]:
         budget = f" of {self.budget}" if self.budget else ""
@@ -58,6 +59,9 @@ class SweepStatus:
             f"({t.ok} ok, {t.pruned} pruned, {t.failed} failed), {len(self.running)} running",
             f"best so far: {self.best}" if self.best else "best so far: none yet",
         ]
+        if self.warm_start:
+            w = self.warm_start
+            out.append(f"warm start: the sampler started from {w['trials']} trials of study {w['study']!r} (evidence)")
         for run in self.running:
             where = f"GPU {run.gpu}, " if run.gpu is not None else ""
             gone = " (its worker is gone: retried when a sweep resumes)" if run.worker_gone else ""
@@ -136,4 +140,5 @@ def sweep_status(study: optuna.Study, info: StudyInfo, now: datetime | None = No
         running,
         _best(study, info),
         _eta(measured, budget, running),
+        study.user_attrs.get(studyio.STUDY_ATTR_WARM_START),
     )

@@ -59,6 +59,8 @@ ATTR_INPUT_BOUND = "autotune.input_bound"  # True: an ok trial that waited for i
 # Kept on the study as "autotune.remeasured:<trial number>": a finished trial's attributes are immutable.
 ATTR_REMEASURED = "autotune.remeasured"
 STUDY_ATTR_INFO = "autotune.info"
+# {"study": name, "trials": n, "skipped": m}: the study whose trials the sampler started from (--warm-start).
+STUDY_ATTR_WARM_START = "autotune.warm_start"
 # States of trials that have an outcome (pruned ones too: they were measured until the warm-up).
 FINISHED_STATES = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 DEFAULT_STORAGE = "sqlite:///autotune.db"  # in the current folder: the embedded default

@@ -24,6 +24,7 @@ import torch
 from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.data import LoaderBatches, SyntheticBatches, build_loader, data_noops, wait_metrics
+from autotune.eagerprobe import cannot_win, eager_twin_throughput
 from autotune.errors import AutotuneError, first_line
 from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
@@ -68,21 +69,22 @@ class TrainingTrial:
 
 
 def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
-    """A pruned result when the settled warm-up throughput is below ``spec.prune_below``, else None.
+    """A pruned result when the settled warm-up throughput is below the sweep's bound, else None.
 
     The settled warm-up steps are within ``settle_tolerance`` of each other and of the timed steps
     that would follow (on an H200 the timed CV was 0.1-1.1%), so a configuration under half the
     best cannot come near it: its timed window is skipped.
     """
-    if trial.spec.prune_below is None:
+    below = trial.spec.pruning.below if trial.spec.pruning else None
+    if below is None:
         return None
     recent_ms = warm_ms[-trial.settings.settle_window :]
     typical_ms = statistics.fmean(recent_ms) if trial.behind_loader else settled_ms(warm_ms, trial.settings)
     estimate = trial.items / (typical_ms / 1e3)
-    if estimate >= trial.spec.prune_below:
+    if estimate >= below:
         return None
     unit = trial.workload.unit
-    reason = f"warm-up throughput {estimate:,.4g} {unit} is below {trial.spec.prune_below:,.4g}"
+    reason = f"warm-up throughput {estimate:,.4g} {unit} is below {below:,.4g}"
     metrics = {
         "throughput": estimate,
         "throughput_unit": unit,
@@ -93,6 +95,42 @@ def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
     }
     env = env_fingerprint(trial.device)
     return TrialResult(Status.PRUNED, reason, trial.params, metrics, env, {"warmup_ms": warm_ms})
+
+
+def _eager_probe(trial: TrainingTrial, step: TrainStep) -> float | None:
+    """The eager twin's throughput, for a compiled trial of a sweep on synthetic batches; else None.
+
+    Behind a loader the probe would take the loader's first batches, which the first step is checked
+    on; and a trial run alone (``autotune trial``) has nothing to prune against.
+    """
+    if trial.spec.pruning is None or trial.behind_loader or trial.knobs.compile_mode == "none":
+        return None
+    return eager_twin_throughput(step, trial.items, trial.device)
+
+
+def _pruned_before_compile(trial: TrainingTrial, eager: float) -> TrialResult | None:
+    """A pruned result, no compile paid, when ``eager`` times the study's compile gain cannot reach the bound."""
+    pruning = trial.spec.pruning
+    if pruning is None or pruning.below is None or pruning.compile_gain is None:
+        return None
+    if not cannot_win(eager, pruning.compile_gain, pruning.below):
+        return None
+    unit, reachable = trial.workload.unit, eager * pruning.compile_gain
+    reason = (
+        f"before compiling: eager {eager:,.4g} {unit} x {pruning.compile_gain:.2f} (the most compiling gained in "
+        f"this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}"
+    )
+    metrics = {
+        "throughput": reachable,  # the most it could reach compiled: what it was pruned on
+        "throughput_unit": unit,
+        "eager_probe_throughput": eager,
+        "pruned_before_compile": 1.0,
+        "compile_s": 0.0,
+        "warmup_steps": 0,
+        "items_per_step": trial.items,
+        "peak_mem_gib": peak_memory_gib(trial.device),
+    }
+    return TrialResult(Status.PRUNED, reason, trial.params, metrics, env_fingerprint(trial.device), {"warmup_ms": []})
 
 
 def overhead(started: float, requested_at: float, setup_s: float) -> dict[str, float]:
@@ -173,17 +211,24 @@ def _run_steps(
     """First step (checked), warm-up, timed window, metrics; then the profile if the spec asks for one."""
     device, settings, precision = trial.device, trial.settings, trial.knobs.precision
     setup_s = time.time() - trial.started
+    eager = _eager_probe(trial, step)
+    if eager is not None and (early := _pruned_before_compile(trial, eager)) is not None:
+        return early
     first_ms = time_steps(step, 1, device)  # compiles, autotunes: checked before any more time is spent
     rel_error = check_first_loss(float(step.losses[0]), reference, precision)
     warm_ms = warm_up(step, device, settings, first_ms)
     pruned = _pruned(trial, warm_ms)
     if pruned is not None:
+        if eager is not None:
+            pruned.metrics["eager_probe_throughput"] = eager  # a compiled figure too: evidence of the gain
         return pruned
     telemetry = GpuTelemetry(device)
     with telemetry.window():
         timed_ms = time_steps(step, timed_step_count(warm_ms, settings), device)
     check_losses(step.losses, precision)
     metrics = _metrics(trial, warm_ms, timed_ms, setup_s, rel_error, telemetry)
+    if eager is not None:
+        metrics["eager_probe_throughput"] = eager  # what the study learns compiling's gain from
     series = {"step_ms": timed_ms}
     if source is not None:
         waits_ms = source.waits_ms()[-len(timed_ms) :]  # one wait per step; the timed steps came last

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,14 @@ def autotune(*args: str, cwd: Path = REPO, timeout: float = 300) -> subprocess.C
     return subprocess.run(
         [sys.executable, "-m", "autotune", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
     )
+
+
+def autotune_side_by_side(commands: dict[str, list[str]]) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Each command's ``autotune`` process, a few at a time: each spends its second or two importing torch
+    on one core, so the cores of a CI machine run them side by side."""
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        done = {key: pool.submit(autotune, *args) for key, args in commands.items()}
+        return {key: future.result() for key, future in done.items()}
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
@@ -44,20 +54,30 @@ def test_failed_trial_has_its_own_exit_code() -> None:
     assert "numerics" in proc.stdout and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize(
-    ("args", "fragments"),
-    [
-        (["-p", "precsion=bf16"], ["unknown parameter 'precsion'"]),
-        (["-p", "precision=bf17"], ["precision='bf17'", "bf16"]),
-        (["-p", "batch_size"], ["not key=value"]),
-        (["--preset", "huge"], ["preset 'huge'"]),
-        (["--timeout", "5x"], ["--timeout", "5x"]),
-        (["--device", "tpu"], ["device 'tpu'"]),
-        (["--no-such-flag"], ["no-such-flag"]),
-    ],
-)
-def test_bad_trial_input_is_one_line_and_exit_2(args: list[str], fragments: list[str]) -> None:
-    assert_one_line_error(autotune("trial", "gpt2", "--device", "cpu", *args), *fragments)
+BAD_TRIAL_INPUT = [
+    (["-p", "precsion=bf16"], ["unknown parameter 'precsion'"]),
+    (["-p", "precision=bf17"], ["precision='bf17'", "bf16"]),
+    (["-p", "batch_size"], ["not key=value"]),
+    (["--preset", "huge"], ["preset 'huge'"]),
+    (["--timeout", "5x"], ["--timeout", "5x"]),
+    (["--device", "tpu"], ["device 'tpu'"]),
+    (["--no-such-flag"], ["no-such-flag"]),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_trials() -> dict[str, subprocess.CompletedProcess[str]]:
+    """``autotune trial gpt2 --device cpu ARGS`` for every case of BAD_TRIAL_INPUT, keyed by its args."""
+    return autotune_side_by_side(
+        {" ".join(args): ["trial", "gpt2", "--device", "cpu", *args] for args, _ in BAD_TRIAL_INPUT}
+    )
+
+
+@pytest.mark.parametrize(("args", "fragments"), BAD_TRIAL_INPUT)
+def test_bad_trial_input_is_one_line_and_exit_2(
+    bad_trials: dict[str, subprocess.CompletedProcess[str]], args: list[str], fragments: list[str]
+) -> None:
+    assert_one_line_error(bad_trials[" ".join(args)], *fragments)
 
 
 def test_unknown_workload_is_bad_input() -> None:
@@ -84,10 +104,11 @@ def test_validate_names_every_mistake_with_its_key_path(tmp_path: Path) -> None:
 
 
 def test_validate_accepts_every_shipped_space() -> None:
-    for space in sorted((REPO / "search_spaces").glob("*.yaml")):
-        proc = autotune("validate", str(space))
-        assert proc.returncode == 0, proc.stderr
-        assert "ok" in proc.stdout
+    spaces = sorted((REPO / "search_spaces").glob("*.yaml"))
+    assert spaces
+    for name, proc in autotune_side_by_side({space.name: ["validate", str(space)] for space in spaces}).items():
+        assert proc.returncode == 0, (name, proc.stderr)
+        assert "ok" in proc.stdout, name
 
 
 def test_leaderboard_of_a_missing_study_is_bad_input(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 from trial_workloads import outlier_space
 
@@ -31,12 +32,18 @@ def run(tmp_path: Path, prune_ratio: float) -> optuna.Study:
     return sweep(tmp_path, prune_ratio)[0]
 
 
+@pytest.fixture(scope="module")
+def pruning(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, SweepSummary, str]:
+    """One sweep with pruning at half the best, which the tests below only read."""
+    return sweep(tmp_path_factory.mktemp("prune"), prune_ratio=0.5)
+
+
 def by_config(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
     return {studyio.trial_params(t)["config"]: t for t in studyio.measured_trials(study)}
 
 
-def test_a_trial_far_below_the_best_is_pruned_after_warm_up(tmp_path: Path) -> None:
-    trials = by_config(run(tmp_path, prune_ratio=0.5))
+def test_a_trial_far_below_the_best_is_pruned_after_warm_up(pruning: tuple[optuna.Study, SweepSummary, str]) -> None:
+    trials = by_config(pruning[0])
     assert trials["steady"].state is TrialState.COMPLETE
     slow = trials["slow"]
     assert slow.state is TrialState.PRUNED
@@ -50,8 +57,8 @@ def test_a_trial_far_below_the_best_is_pruned_after_warm_up(tmp_path: Path) -> N
     assert pruned.env["device"] == "cpu" and pruned.metrics["peak_mem_gib"] > 0  # where it ran, what it took
 
 
-def test_a_pruned_trial_is_counted_as_pruned_not_failed(tmp_path: Path) -> None:
-    _, summary, log = sweep(tmp_path, prune_ratio=0.5)
+def test_a_pruned_trial_is_counted_as_pruned_not_failed(pruning: tuple[optuna.Study, SweepSummary, str]) -> None:
+    _, summary, log = pruning
     assert (summary.measured, summary.pruned, summary.failed) == (2, 1, 0)
     assert "[2/2 done, 1 pruned, 0 failed]" in log
 

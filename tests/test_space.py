@@ -7,8 +7,10 @@ from pathlib import Path
 
 import optuna
 import pytest
+from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from autotune.errors import AutotuneError
+from autotune.samplerview import OrdinalView
 from autotune.space import Space, SpaceError, load_space, parse_duration
 
 SHIPPED = sorted((Path(__file__).parent.parent / "search_spaces").glob("*.yaml"))
@@ -286,23 +288,55 @@ params:
   cudnn_deterministic: {choices: [true, false], when: {compile_mode: [none]}}
   precision: bf16
 """
+MODES = ("none", "default", "max-autotune")
 
 
-def test_suggest_respects_when_and_decodes_ordinals(tmp_path: Path) -> None:
+def test_suggest_respects_when_and_stores_real_values(tmp_path: Path) -> None:
     space = load(tmp_path, CONDITIONAL)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
-    seen_modes = set()
+    seen_modes, seen_batches = set(), set()
     for _ in range(40):
         trial = study.ask()
         params = space.suggest(trial)
         seen_modes.add(params["compile_mode"])
+        seen_batches.add(trial.params["batch_size"])
         assert params["precision"] == "bf16" and "precision" not in trial.params  # fixed: not asked
-        assert params["batch_size"] == (4, 8, 16)[trial.params["batch_size"]]  # ordinal: an index
+        assert trial.params["batch_size"] == params["batch_size"]  # ordinal: Optuna holds the value, not an index
+        assert trial.distributions["batch_size"] == CategoricalDistribution((4, 8, 16))
         assert ("cudnn_deterministic" in params) == (params["compile_mode"] == "none")
         assert ("cudnn_deterministic" in trial.params) == (params["compile_mode"] == "none")
-        assert space.params_from_optuna(trial.params) == params
+        assert space.params_from_optuna(trial.params, trial.distributions) == params
         study.tell(trial, float(params["batch_size"]))
     assert seen_modes == {"none", "default", "max-autotune"}
+    assert seen_batches == {4, 8, 16}
+
+
+def test_a_study_that_stored_ordinals_as_indices_keeps_doing_so(tmp_path: Path) -> None:
+    """Studies made before ordinals were stored by value: suggest, enqueue and decode by the stored encoding."""
+    space = load(tmp_path, CONDITIONAL)
+    old = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    old.add_trial(
+        optuna.trial.create_trial(
+            value=1.0,
+            params={"batch_size": 2, "compile_mode": "default"},
+            distributions={"batch_size": IntDistribution(0, 2), "compile_mode": CategoricalDistribution(MODES)},
+        )
+    )
+    assert space.stored_as(optuna.create_study().get_trials()).legacy_ordinals == frozenset()
+    legacy = space.stored_as(old.get_trials())
+    assert legacy.legacy_ordinals == {"batch_size"} and legacy.ordinals == {}
+    assert space.ordinals == {"batch_size": (4, 8, 16)}
+    first = old.trials[0]
+    assert legacy.params_from_optuna(first.params, first.distributions)["batch_size"] == 16  # index 2
+    assert legacy.optuna_params({"batch_size": 8}) == {"batch_size": 1}
+    old.enqueue_trial(legacy.optuna_params({"batch_size": 8, "compile_mode": "none"}))
+    for _ in range(10):
+        trial = old.ask()  # a categorical here would make Optuna refuse the param's second distribution
+        params = legacy.suggest(trial)
+        assert trial.params["batch_size"] == (4, 8, 16).index(params["batch_size"])
+        assert legacy.params_from_optuna(trial.params, trial.distributions) == params
+        old.tell(trial, 1.0)
+    assert legacy.params_from_optuna(old.trials[1].params, old.trials[1].distributions)["batch_size"] == 8
 
 
 def test_enqueued_defaults_come_back_from_suggest(tmp_path: Path) -> None:
@@ -313,7 +347,7 @@ def test_enqueued_defaults_come_back_from_suggest(tmp_path: Path) -> None:
         "compile_mode": "default",
         "precision": "bf16",
     }  # explicit default wins
-    assert space.optuna_params(defaults) == {"batch_size": 0, "compile_mode": "default"}
+    assert space.optuna_params(defaults) == {"batch_size": 4, "compile_mode": "default"}
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     study.enqueue_trial(space.optuna_params(defaults))
     assert space.suggest(study.ask()) == defaults
@@ -321,6 +355,47 @@ def test_enqueued_defaults_come_back_from_suggest(tmp_path: Path) -> None:
         space.optuna_params({"batch_size": 5})
     with pytest.raises(AutotuneError, match="'width' is not in the search space"):
         space.optuna_params({"width": 5})
+
+
+def test_sampler_params_place_another_studys_configuration(tmp_path: Path) -> None:
+    """Warm-start evidence: ordinals as indices, missing params at their default, outsiders refused."""
+    space = load(tmp_path, CONDITIONAL)
+    params, distributions = space.sampler_params({"batch_size": 16, "compile_mode": "none", "other": 1}) or ({}, {})
+    # cudnn_deterministic is active with compile_mode none and the other study lacks it: PyTorch's default.
+    assert params == {"batch_size": 2, "compile_mode": "none", "cudnn_deterministic": False}
+    assert distributions["batch_size"] == IntDistribution(0, 2)
+    assert space.sampler_params({"batch_size": 16, "compile_mode": "default"}) == (
+        {"batch_size": 2, "compile_mode": "default"},
+        {"batch_size": IntDistribution(0, 2), "compile_mode": CategoricalDistribution(MODES)},
+    )
+    assert space.sampler_params({"batch_size": 8}) is not None  # compile_mode: its default
+    assert space.sampler_params({"compile_mode": "default"}) is None  # batch_size has no default to assume
+    assert space.sampler_params({"batch_size": 32, "compile_mode": "default"}) is None  # not a choice here
+    assert space.sampler_params({"batch_size": 8, "compile_mode": "default", "precision": "fp32"}) is None
+
+
+def test_sampler_params_match_what_the_sampler_reads_of_the_study(tmp_path: Path) -> None:
+    """Evidence lines up with the study's own trials in the sampler's view (else samplers drop the param)."""
+    space = load(
+        tmp_path,
+        """\
+        workload: {name: replayed_matmul}
+        params:
+          BLOCK_M: {choices: [64, 128, 256], ordinal: true}
+          num_warps: {low: 2, high: 8, step: 2}
+          scale: {low: 0.1, high: 1.0, log: true}
+          mode: [a, b]
+        """,
+        replay=True,
+    )
+    view = OrdinalView(optuna.samplers.RandomSampler(seed=0), space.ordinals)
+    study = optuna.create_study(sampler=view)
+    for _ in range(5):
+        trial = study.ask()
+        params = space.suggest(trial)
+        seen = view.convert(study._storage.get_trial(trial._trial_id))
+        assert space.sampler_params(params) == (seen.params, seen.distributions)
+        study.tell(trial, 1.0)
 
 
 def test_pytorch_defaults_for_knobs(tmp_path: Path) -> None:

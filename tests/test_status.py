@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -35,16 +36,24 @@ def _status(folder: Path) -> str:
     return done.stdout
 
 
+# A running trial that the sweep has also given its worker and its params (each its own write after the trial's).
+_RUNNING_AND_DESCRIBED = """
+select count(*) from trials t where t.state = 'RUNNING' and (
+    select count(*) from trial_user_attributes a
+    where a.trial_id = t.trial_id and a.key in ('autotune.worker', 'autotune.params')
+) = 2
+"""
+
+
 def _wait_for_a_running_trial(db: Path, deadline: float) -> None:
     while time.monotonic() < deadline:
-        if db.exists():
-            with sqlite3.connect(db) as con:
-                try:
-                    if con.execute("select count(*) from trials where state = 'RUNNING'").fetchone()[0]:
-                        return
-                except sqlite3.OperationalError:  # tables not created yet
-                    pass
-        time.sleep(0.5)
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+                if con.execute(_RUNNING_AND_DESCRIBED).fetchone()[0]:
+                    return
+        except sqlite3.OperationalError:  # no file, or its tables not created yet
+            pass
+        time.sleep(0.05)
     raise AssertionError("no trial started running")
 
 
@@ -56,7 +65,6 @@ def test_status_shows_the_running_trial_then_that_its_worker_is_gone(tmp_path: P
     )  # fmt: skip
     try:
         _wait_for_a_running_trial(tmp_path / "autotune.db", time.monotonic() + 120)
-        time.sleep(2)
         running = _status(tmp_path)
     finally:
         os.killpg(sweep.pid, signal.SIGKILL)  # the sweep and its trial process, as a lost terminal would

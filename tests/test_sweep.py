@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -45,7 +47,7 @@ def load_quick_study(workdir: Path) -> optuna.Study:
     return optuna.load_study(study_name="quick", storage=f"sqlite:///{workdir}/autotune.db")
 
 
-def check_mlflow(uri: str, study: optuna.Study) -> None:
+def check_mlflow(uri: str, study: optuna.Study, budget: int = BUDGET) -> None:
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name("autotune/quick")
     assert experiment is not None
@@ -65,26 +67,57 @@ def check_mlflow(uri: str, study: optuna.Study) -> None:
     assert {"best_config.yaml", "leaderboard.csv", "space.yaml"} <= artifacts
     best = client.download_artifacts(parents[0].info.run_id, "best_config.yaml")
     assert "schema_version: 1" in Path(best).read_text()
-    assert parents[0].data.metrics["trials_measured"] == BUDGET
+    assert parents[0].data.metrics["trials_measured"] == budget
     assert parents[0].data.metrics["speedup_vs_default"] > 0
 
 
 def test_quick_sweep_logs_to_a_real_mlflow_server(workdir: Path, mlflow_server: object) -> None:
     uri = mlflow_server.uri  # type: ignore[attr-defined]
-    proc = subprocess.run(sweep_command(), cwd=workdir, env=environment(uri), capture_output=True, text=True)
+    # Half of quick.yaml's budget (the killed sweep below runs all of it), and the finishing re-measurement once:
+    # its default (top 3, 3 times each) is 9 more trials.
+    trials = BUDGET // 2
+    command = sweep_command("--n-trials", str(trials), "--remeasure-top", "1", "--remeasure-repeats", "1")
+    proc = subprocess.run(command, cwd=workdir, env=environment(uri), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert f"budget of {BUDGET} measured trials reached" in proc.stdout
+    assert f"budget of {trials} measured trials reached" in proc.stdout
     study = load_quick_study(workdir)
-    assert len(studyio.measured_trials(study)) == BUDGET
-    check_mlflow(uri, study)
+    assert len(studyio.measured_trials(study)) == trials
+    check_mlflow(uri, study, trials)
+    check_remeasured_metric(uri, study)
+
+
+def check_remeasured_metric(uri: str, study: optuna.Study) -> None:
+    """The re-measured trial's child run carries the re-measured median; no other trial's run does."""
+    attrs = study.user_attrs
+    medians = {
+        t.number: data["median"]
+        for t in studyio.measured_trials(study)
+        if (data := studyio.remeasured(study, t, attrs)) is not None
+    }
+    assert len(medians) == 1, medians
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("autotune/quick")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], "tags.`autotune.role` = 'trial'", max_results=1000)
+    logged = {int(r.data.tags["autotune.trial"]): r.data.metrics.get("remeasured_throughput") for r in runs}
+    assert {n: v for n, v in logged.items() if v is not None} == pytest.approx(medians)
+
+
+def study_exists(workdir: Path) -> bool:
+    """The sweep created the quick study (read-only: opening it with Optuna while the sweep creates the schema
+    would create tables too, and the sweep then failed with "table ... already exists")."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{workdir / 'autotune.db'}?mode=ro", uri=True)) as con:
+            return con.execute("select count(*) from studies where study_name = 'quick'").fetchone()[0] > 0
+    except sqlite3.Error:  # no file, or no tables yet
+        return False
 
 
 def being_measured(workdir: Path) -> set[int]:
     """Trials running now whose params were never measured: not duplicates about to be answered at once."""
-    try:
-        study = load_quick_study(workdir)
-    except Exception:  # the study is still being created
+    if not study_exists(workdir):
         return set()
+    study = load_quick_study(workdir)
     measured = studyio.measured_trials(study)
     if len(measured) < 2:
         return set()
@@ -97,7 +130,7 @@ def wait_for_running_trial(workdir: Path, proc: subprocess.Popen[bytes], timeout
     """A trial being measured now (still running 0.3 s after it was seen), after at least two finished."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        if (workdir / "autotune.db").exists() and (seen := being_measured(workdir)):
+        if seen := being_measured(workdir):
             time.sleep(0.3)  # a measured trial of quick.yaml takes over a second: this one is mid-trial
             if still := seen & being_measured(workdir):
                 return min(still)
@@ -107,9 +140,11 @@ def wait_for_running_trial(workdir: Path, proc: subprocess.Popen[bytes], timeout
 
 def test_killed_sweep_resumes_without_losing_or_repeating_a_trial(workdir: Path) -> None:
     env = environment(None)  # MLflow's own default: sqlite:///mlflow.db in the working folder
+    # No re-measurement: it comes after the search, which is what is killed and resumed here.
+    command = sweep_command("--remeasure-top", "0")
     killed = None
     for _ in range(3):  # the trial seen running may finish before the kill lands: then kill again
-        first = subprocess.Popen(sweep_command(), cwd=workdir, env=env, stdout=subprocess.DEVNULL)
+        first = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.DEVNULL)
         wait_for_running_trial(workdir, first)
         first.kill()
         first.wait()
@@ -119,7 +154,7 @@ def test_killed_sweep_resumes_without_losing_or_repeating_a_trial(workdir: Path)
             break
     assert killed is not None, "never caught a trial running"
 
-    proc = subprocess.run(sweep_command(), cwd=workdir, env=env, capture_output=True, text=True)
+    proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert f"trial {killed} was left running by a killed sweep: retrying it" in proc.stderr
 
@@ -192,26 +227,18 @@ params:
 
 
 def test_multi_objective_sweep_shows_a_pareto_front_and_exports_by_rule(tmp_path: Path) -> None:
+    from autotune.progress import Progress
+    from autotune.space import load_space
+    from autotune.sweep import SweepOptions, run_sweep
+
     space = tmp_path / "multi.yaml"
     space.write_text(MULTI)
     storage = f"sqlite:///{tmp_path}/multi.db"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "autotune",
-            "sweep",
-            str(space),
-            "--storage",
-            storage,
-            "--no-mlflow",
-            "--remeasure-top",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
+    # `autotune sweep multi.yaml --storage ... --no-mlflow --remeasure-top 0`, in this process (its trials in real
+    # processes): what is tested here is the leaderboard and export commands on a study of two objectives.
+    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0)
+    with open(os.devnull, "w") as quiet:
+        run_sweep(load_space(space), options, Progress(None, None, quiet))
     board = subprocess.run(
         [sys.executable, "-m", "autotune", "leaderboard", "--study", "multi", "--storage", storage, "--format", "json"],
         capture_output=True,

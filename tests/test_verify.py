@@ -7,6 +7,7 @@ are steady on a loaded CPU and the default-vs-winner speedup is about 6x.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,10 @@ import yaml
 
 from autotune.export import export
 from autotune.progress import Progress
+from autotune.runner import TrialRunner
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.verify import verify
 
 HERE = Path(__file__).resolve().parent
 SPACE = """\
@@ -82,7 +85,10 @@ def test_a_figure_far_above_what_this_machine_measures_is_a_regression(tuned: Pa
     done = _verify(_edited(tuned, tmp_path, inflate))
     assert done.returncode == 3, done.stdout + done.stderr[-2000:]
     verdict = done.stdout.strip().splitlines()[-1]
-    assert verdict.startswith("REGRESSION: throughput") and verdict.endswith("same set-up, other figure"), verdict
+    # The throughput reason; a speedup reason may come first, when this loaded CPU's speedup missed its tolerance.
+    assert re.fullmatch(
+        r"REGRESSION: (speedup [^;]+; )?throughput [^;]+ recorded: same set-up, other figure", verdict
+    ), verdict
 
 
 def test_a_lost_speedup_on_other_software_names_the_change(tuned: Path, tmp_path: Path) -> None:
@@ -90,10 +96,14 @@ def test_a_lost_speedup_on_other_software_names_the_change(tuned: Path, tmp_path
         provenance["env"]["torch"] = "2.11.0+cu130"
         provenance["metrics"]["speedup_vs_default"] *= 10
 
-    done = _verify(_edited(tuned, tmp_path, elsewhere))
-    assert done.returncode == 3, done.stdout + done.stderr[-2000:]
-    assert "changed  torch: recorded 2.11.0+cu130, here" in done.stdout
-    verdict = done.stdout.strip().splitlines()[-1]
+    # What `autotune verify --repeats 2` prints, in this process (its runs in real trial processes all the same):
+    # its exit codes are the other tests'.
+    runner = TrialRunner()
+    found = verify(_edited(tuned, tmp_path, elsewhere), lambda spec: runner.run(spec, 300), repeats=2)
+    printed = "\n".join(found.lines())
+    assert found.regression is not None, printed
+    assert "changed  torch: recorded 2.11.0+cu130, here" in printed
+    verdict = printed.splitlines()[-1]
     assert "x recorded: other set-up (torch: recorded 2.11.0+cu130" in verdict, verdict
 
 

@@ -1,9 +1,16 @@
 """Typed params (:class:`ParamSpec`) and how each is encoded for the Optuna sampler.
 
-This is where "how a param is encoded for the sampler" lives: :func:`_suggest` asks Optuna for
-one param and decodes its answer, :func:`_encode` / :func:`_decode` turn a decoded value into the
-value Optuna stores and back (an ordinal param is stored as its choice's index), and
+This is where "how a param is encoded for Optuna" lives: :func:`_suggest` asks Optuna for one
+param, :func:`_encode` / :func:`_decode` turn a value into the value Optuna stores and back, and
 :meth:`ParamSpec.values` lists a discrete param's values for a grid.
+
+Optuna stores every param as its real value, so its dashboard and ``trials_dataframe()`` show a
+batch of 16, not an index: an ordinal param is a categorical over its choices in the storage. Its
+order reaches the sampler through :mod:`autotune.samplerview`, which shows the sampler each
+ordinal as the index of its choice. Studies made before that change stored an ordinal as the
+index itself (an ``IntDistribution``): ``as_index`` keeps suggesting them that way (Optuna refuses
+two distributions for one param name in a study), and :func:`_decode` reads each trial by its
+own distribution.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from autotune.errors import AutotuneError
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.distributions import BaseDistribution
 
 __all__ = ["ParamKind", "ParamSpec"]
 
@@ -110,19 +118,24 @@ class ParamSpec:
         """The first choice, or the low end of a range."""
         return self.choices[0] if self.choices is not None else self.low
 
+    def index(self, value: Any) -> int | None:
+        """The position of ``value`` among the choices (``True`` is not ``1``); None if it is not one."""
+        return next((i for i, c in enumerate(self.choices or ()) if _same(c, value)), None)
+
 
 # ---------------------------------------------------------------------------------------------
 # Encoding for Optuna
 
 
-def _suggest(trial: optuna.trial.BaseTrial, spec: ParamSpec) -> Any:
-    """Ask Optuna for one param and decode its answer."""
+def _suggest(trial: optuna.trial.BaseTrial, spec: ParamSpec, as_index: bool = False) -> Any:
+    """Ask Optuna for one param; an ordinal is asked as a categorical over its real values, or as
+    its choice's index where ``as_index`` (a study made before values were stored)."""
     if spec.kind == "fixed":
         return spec.first()
-    if spec.kind == "ordinal":
+    if spec.kind == "ordinal" and as_index:
         assert spec.choices is not None
         return spec.choices[trial.suggest_int(spec.name, 0, len(spec.choices) - 1)]
-    if spec.kind == "categorical":
+    if spec.kind in ("ordinal", "categorical"):
         assert spec.choices is not None
         return trial.suggest_categorical(spec.name, list(spec.choices))
     assert spec.low is not None and spec.high is not None
@@ -131,17 +144,44 @@ def _suggest(trial: optuna.trial.BaseTrial, spec: ParamSpec) -> Any:
     return trial.suggest_float(spec.name, spec.low, spec.high, step=spec.step, log=spec.log)
 
 
-def _encode(spec: ParamSpec, value: Any) -> Any:
-    """The value Optuna stores for a decoded one that ``spec`` contains: an ordinal's index, else itself."""
-    if spec.kind != "ordinal":
+def _encode(spec: ParamSpec, value: Any, as_index: bool = False) -> Any:
+    """The value Optuna stores for one that ``spec`` contains: itself, or an ordinal's index where ``as_index``."""
+    if spec.kind != "ordinal" or not as_index:
         return value
-    assert spec.choices is not None
-    return next(i for i, c in enumerate(spec.choices) if _same(c, value))
+    return spec.index(value)
 
 
-def _decode(spec: ParamSpec, stored: Any) -> Any:
-    """The inverse of :func:`_encode`: the choice at an ordinal's stored index, else the value itself."""
-    if spec.kind != "ordinal":
-        return stored
-    assert spec.choices is not None
-    return spec.choices[int(stored)]
+def _decode(spec: ParamSpec, stored: Any, distribution: BaseDistribution | None) -> Any:
+    """The inverse of :func:`_encode`, by the distribution the trial stored the param with.
+
+    An ordinal stored with an ``IntDistribution`` (a study made before values were stored) is the
+    index of its choice; anything else is the value itself.
+    """
+    from optuna.distributions import IntDistribution  # not at import: validating a space needs no Optuna
+
+    if spec.kind == "ordinal" and isinstance(distribution, IntDistribution):
+        assert spec.choices is not None
+        return spec.choices[int(stored)]
+    return stored
+
+
+def _sampler_view(spec: ParamSpec, value: Any) -> tuple[BaseDistribution, Any] | None:
+    """The distribution and value a sampler sees for a param ``spec`` contains (None for a fixed one).
+
+    The distribution is the one :func:`_suggest` asks Optuna with, but an ordinal's is the index of
+    its choice, as :class:`autotune.samplerview.OrdinalView` shows it to the sampler.
+    """
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if spec.kind == "fixed":
+        return None
+    if spec.kind == "ordinal":
+        assert spec.choices is not None
+        return IntDistribution(0, len(spec.choices) - 1), spec.index(value)
+    if spec.kind == "categorical":
+        assert spec.choices is not None
+        return CategoricalDistribution(list(spec.choices)), value
+    assert spec.low is not None and spec.high is not None
+    if spec.kind == "int":
+        return IntDistribution(int(spec.low), int(spec.high), log=spec.log, step=int(spec.step or 1)), value
+    return FloatDistribution(spec.low, spec.high, log=spec.log, step=spec.step), value

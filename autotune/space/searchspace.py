@@ -7,14 +7,14 @@ feasibility rules.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
-from autotune.space.params import ParamSpec, _decode, _encode, _suggest
+from autotune.space.params import ParamSpec, _decode, _encode, _sampler_view, _suggest
 from autotune.space.settings import (
     Budget,
     Device,
@@ -28,6 +28,7 @@ from autotune.space.settings import (
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.distributions import BaseDistribution
 
 __all__ = ["Space"]
 
@@ -53,6 +54,8 @@ class Space:
     params: dict[str, ParamSpec]
     kernels: tuple[KernelSpec, ...] = ()  # Triton kernels whose configs are params too
     finalists: FinalistsSpec | None = None
+    # Ordinal params the study stores as choice indices: one made before values were stored (see params.py).
+    legacy_ordinals: frozenset[str] = frozenset()
 
     @property
     def is_multi_objective(self) -> bool:
@@ -64,16 +67,44 @@ class Space:
         """The objectives' directions, in order, as ``optuna.create_study(directions=...)`` takes them."""
         return [objective.direction for objective in self.objectives]
 
-    def suggest(self, trial: optuna.trial.BaseTrial) -> dict[str, Any]:
-        """Ask Optuna for every active param, in declaration order; return the decoded params.
+    @property
+    def ordinals(self) -> dict[str, tuple[Any, ...]]:
+        """The choices of each ordinal param Optuna stores by value (legacy ones left out)."""
+        return {
+            name: spec.choices
+            for name, spec in self.params.items()
+            if spec.kind == "ordinal" and spec.choices is not None and name not in self.legacy_ordinals
+        }
 
-        Fixed params are returned without asking Optuna (they are not in ``trial.params``); an
-        ordinal param is an integer index in ``trial.params`` and its value here.
+    def stored_as(self, trials: Iterable[optuna.trial.FrozenTrial]) -> Space:
+        """This space, encoding its ordinals as ``trials`` (a study's) stored them.
+
+        A study made before ordinals were stored by value holds them as indices (an
+        ``IntDistribution``); its new trials must too, since Optuna refuses a second distribution
+        for a param name in one study.
+        """
+        from optuna.distributions import IntDistribution
+
+        ordinal = {name for name, spec in self.params.items() if spec.kind == "ordinal"}
+        legacy = {
+            name
+            for trial in trials
+            for name, distribution in trial.distributions.items()
+            if name in ordinal and isinstance(distribution, IntDistribution)
+        }
+        return replace(self, legacy_ordinals=frozenset(legacy))
+
+    def suggest(self, trial: optuna.trial.BaseTrial) -> dict[str, Any]:
+        """Ask Optuna for every active param, in declaration order; return the params.
+
+        Fixed params are returned without asking Optuna (they are not in ``trial.params``). Optuna
+        stores an ordinal param as its value (a categorical over its choices), or as its choice's
+        index in a study made before that (:attr:`legacy_ordinals`).
         """
         params: dict[str, Any] = {}
         for spec in self.params.values():
             if spec.is_active(params):
-                params[spec.name] = _suggest(trial, spec)
+                params[spec.name] = _suggest(trial, spec, spec.name in self.legacy_ordinals)
         return params
 
     def default_params(self) -> dict[str, Any]:
@@ -93,7 +124,7 @@ class Space:
         return params
 
     def optuna_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Optuna's values for decoded params (ordinal -> index; fixed params left out).
+        """Optuna's values for params (fixed params left out; a legacy ordinal -> its index).
 
         For ``study.enqueue_trial(space.optuna_params(p))``. A name outside the space or a value
         the param cannot take raises AutotuneError.
@@ -104,13 +135,17 @@ class Space:
             if not spec.contains(value):
                 raise AutotuneError(f"param {name}={value!r} is not valid: expected {spec.describe()}")
             if spec.kind != "fixed":
-                out[name] = _encode(spec, value)
+                out[name] = _encode(spec, value, name in self.legacy_ordinals)
         return out
 
-    def params_from_optuna(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The inverse of :meth:`optuna_params`: decoded params from a trial's ``params``.
+    def params_from_optuna(
+        self, values: Mapping[str, Any], distributions: Mapping[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        """The inverse of :meth:`optuna_params`: the params of a trial, from its ``params`` and ``distributions``.
 
-        Fixed params are added back; params whose ``when`` is not met are left out.
+        Each value is read by the distribution it was stored with (an ordinal stored as an index
+        by a study made before values were stored, too). Fixed params are added back; params whose
+        ``when`` is not met are left out.
         """
         params: dict[str, Any] = {}
         for spec in self.params.values():
@@ -119,8 +154,33 @@ class Space:
             if spec.kind == "fixed":
                 params[spec.name] = spec.first()
             elif spec.name in values:
-                params[spec.name] = _decode(spec, values[spec.name])
+                params[spec.name] = _decode(spec, values[spec.name], distributions.get(spec.name))
         return params
+
+    def sampler_params(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, BaseDistribution]] | None:
+        """A configuration measured elsewhere (another study's params), as this space's sampler sees it.
+
+        Each active param takes its value from ``params``, else its ``default`` (what a study that
+        did not search it ran with); params outside this space are ignored. Returns the params and
+        distributions a sampler reads, ordinals as choice indices (:mod:`autotune.samplerview`), or
+        None where a value is not one this space's param can take, or a missing param has no default.
+        """
+        chosen: dict[str, Any] = {}
+        values: dict[str, Any] = {}
+        distributions: dict[str, BaseDistribution] = {}
+        for spec in self.params.values():
+            if not spec.is_active(chosen):
+                continue
+            if spec.name not in params and spec.default is None:
+                return None
+            value = params.get(spec.name, spec.default)
+            if not spec.contains(value):
+                return None
+            chosen[spec.name] = value
+            view = _sampler_view(spec, value)
+            if view is not None:
+                distributions[spec.name], values[spec.name] = view
+        return values, distributions
 
     def is_feasible(self, params: Mapping[str, Any]) -> tuple[bool, str | None]:
         """Check the feasibility rules: ``(True, None)``, or ``(False, the first failing rule)``.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from autotune.jobspec import Pruning
 from autotune.results import TrialResult
 from autotune.space import Space
 from autotune.sweep.options import Executor, SweepOptions
@@ -27,7 +28,7 @@ def trial_executor(space: Space, options: SweepOptions) -> Executor:
     device = options.device or space.device
     cache = str(study_cache_dir(options.storage, study_name(space, options)))
 
-    def execute(params: dict[str, Any], timeout_s: float, prune_below: float | None) -> TrialResult:
+    def execute(params: dict[str, Any], timeout_s: float, pruning: Pruning | None) -> TrialResult:
         spec = TrialSpec(
             space.workload.name,
             params,
@@ -35,7 +36,7 @@ def trial_executor(space: Space, options: SweepOptions) -> Executor:
             device,
             dict(space.workload.args),
             memory_cap_gib=options.memory_cap_gib,
-            prune_below=prune_below,
+            pruning=pruning,
             kernels=tuple(kernel.path for kernel in space.kernels),
             compile_cache_dir=cache,
         )
@@ -49,4 +50,4 @@ def replay_executor(path: Path) -> Executor:
     from autotune.replay import ReplayRecords
 
     records = ReplayRecords.load(path)
-    return lambda params, _timeout, _prune_below: records.lookup(params)
+    return lambda params, _timeout, _pruning: records.lookup(params)

@@ -24,12 +24,14 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune import studyio
+from autotune.interrupts import Interrupted
 from autotune.results import TrialResult
 from autotune.space.settings import FinalistsSpec
 from autotune.studyio import TrialKind
 from autotune.sweep.context import SweepContext
 from autotune.sweep.proposals import Proposal
 from autotune.sweep.recorder import Recorder
+from autotune.sweep.requeue import record_interrupted
 from autotune.sweep.storage import heartbeat, quiet_optuna, worker_id
 
 __all__ = ["ATTR_FINALIST_OF", "Finalists"]
@@ -88,9 +90,14 @@ class Finalists:
         try:
             with heartbeat(ctx.storage, trial._trial_id):
                 result = ctx.executor(params, ctx.space.budget.trial_timeout_s, None)
+        except Interrupted as stop:
+            # Not measured, so the stage of the resumed sweep tries this finalist again.
+            record_interrupted(ctx.study, trial, stop.signame, queue_again=False)
+            ctx.progress.message(f"finalist trial {trial.number} interrupted by {stop.signame}: it runs on resume")
+            raise
         except BaseException:
             with quiet_optuna():
-                ctx.study.tell(trial, state=TrialState.FAIL)  # an interrupt: leave nothing RUNNING
+                ctx.study.tell(trial, state=TrialState.FAIL)  # a bug: leave nothing RUNNING
             raise
         recorder = Recorder(ctx.study, ctx.space, ctx.info.objectives, ctx.ledger, ctx.tracker)
         recorder.record(Proposal(trial, params, TrialKind.MEASURED), result)

@@ -152,17 +152,32 @@ def run_on_gpus(space: Space, options: SweepOptions, progress: Progress) -> Swee
     progress.budget, progress.deadline = budget, trial_budget(space, options)[1]
     progress.done, progress.workers = measured, len(options.gpus)
     orchestra = _Orchestra()
+    kind = "gpu" if device_type == "cuda" else "cpu"
     with _signals_to(orchestra):
         for index, entry in enumerate(options.gpus):
             if orchestra.stop is not None:
                 break  # stopped while starting: start no more
             job = WorkerJob(space, worker_options(options, space, index), entry, device_type)
-            _start(orchestra, job, f"{'gpu' if device_type == 'cuda' else 'cpu'} {entry}")
+            _start(orchestra, job, f"{kind} {entry}")
         _relay(orchestra.workers, progress)
+        searchers = list(orchestra.workers)
+        finisher = _finishing_entry(searchers, options.gpus) if orchestra.stop is None else None
+        if finisher is not None:
+            job = WorkerJob(space, worker_options(options, space, 0), finisher, device_type, role="finish")
+            _start(orchestra, job, f"{kind} {finisher}")
+            _relay(orchestra.workers[len(searchers) :], progress)
     progress.close()
     if orchestra.stop is not None:
         raise Interrupted(orchestra.stop)
-    return _summary(orchestra.workers, time.time() - started)
+    return _summary(searchers, orchestra.workers[len(searchers) :], time.time() - started)
+
+
+def _finishing_entry(searchers: list[_Worker], entries: tuple[str, ...]) -> str | None:
+    """The GPU the finishing stages run on: the first whose worker finished its search; None if none did."""
+    for worker, entry in zip(searchers, entries, strict=False):
+        if worker.end and worker.end[0] == "done" and worker.end[2] is None:
+            return entry
+    return None
 
 
 @contextlib.contextmanager
@@ -227,15 +242,20 @@ def _show(worker: _Worker, event: tuple[Any, ...], progress: Progress) -> None:
         worker.end, worker.ended_at = event, time.monotonic()
 
 
-def _summary(workers: list[_Worker], wall_s: float) -> SweepSummary:
-    """The summary of the worker that finished last (it covers every worker's trials); or why none could."""
-    outcomes = [(worker, *worker.outcome()) for worker in workers]
+def _summary(searchers: list[_Worker], finishers: list[_Worker], wall_s: float) -> SweepSummary:
+    """The finishing worker's summary (it covers every worker's trials and what the stages added), with the
+    search's stop reason; the last search worker's when no finishing worker ended well; or why none could."""
+    outcomes = [(worker, *worker.outcome()) for worker in searchers]
     taken_out = [(worker.label, why) for worker, _, why in outcomes if why is not None]
     finished = [(worker.ended_at, summary) for worker, summary, _ in outcomes if summary is not None]
     if not finished:
         reasons = "; ".join(f"{label}: {why}" for label, why in taken_out)
         raise AutotuneError(f"no worker could finish the sweep: {reasons}")
-    summary = replace(max(finished, key=lambda pair: pair[0])[1], wall_s=wall_s)
+    searched = max(finished, key=lambda pair: pair[0])[1]
+    final = next((summary for worker in finishers if (summary := worker.outcome()[0]) is not None), None)
+    summary = replace(final or searched, wall_s=wall_s, stop_reason=searched.stop_reason)
     if taken_out:
         summary.stop_reason += f" ({', '.join(label for label, _ in taken_out)} taken out)"
+    if finishers and final is None:
+        summary.stop_reason += f"; the finishing stages did not complete: {finishers[0].outcome()[1]}"
     return summary

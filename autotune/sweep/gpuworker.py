@@ -18,7 +18,7 @@ import threading
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError, first_line
 from autotune.interrupts import STOP_SIGNALS, Interrupted, StopSignals
@@ -27,17 +27,21 @@ from autotune.space import Space
 from autotune.studyio import Tally
 from autotune.sweep.options import SweepOptions, SweepSummary
 
+if TYPE_CHECKING:
+    from autotune.sweep.loop import Role
+
 __all__ = ["ProgressRelay", "WorkerJob", "main"]
 
 
 @dataclass(frozen=True)
 class WorkerJob:
-    """What one worker runs: the space, its own options (its seed), and its device."""
+    """What one worker runs: the space, its own options (its seed), its device, and its part of the sweep."""
 
     space: Space
     options: SweepOptions
     entry: str  # the --gpus entry: this process's CUDA_VISIBLE_DEVICES
     device_type: str  # cuda, or cpu (CPU workers, as the tests run them)
+    role: Role = "search"  # search; or finish: the finishing stages, once every search worker has ended
 
 
 class ProgressRelay(Progress):
@@ -104,9 +108,8 @@ def _sweep(job: WorkerJob, conn: Connection) -> tuple[SweepSummary, str | None]:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress lines say what matters
     executor = trial_executor(job.space, job.options)
-    sweep = Sweep(
-        job.space, job.options, executor, ProgressRelay(conn), device_check=DeviceCheck(job.entry, job.device_type)
-    )
+    check = DeviceCheck(job.entry, job.device_type)
+    sweep = Sweep(job.space, job.options, executor, ProgressRelay(conn), device_check=check, role=job.role)
     return sweep.run(), sweep.device_failure
 
 

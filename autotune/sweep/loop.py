@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Literal
 
 import optuna
 from optuna.trial import TrialState
 
 from autotune.interrupts import Interrupted, StopSignals
+from autotune.jobspec import Pruning
 from autotune.progress import Progress
 from autotune.results import TrialResult
 from autotune.space import Space
 from autotune.studyio import TrialKind, redact_url
+from autotune.sweep.compilegain import compile_gain_bound
 from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.executors import replay_executor, trial_executor
 from autotune.sweep.ledger import TrialLedger
@@ -40,8 +43,9 @@ from autotune.sweep.setup import (
 from autotune.sweep.storage import HEARTBEAT_S, close_storage, heartbeat, quiet_optuna, worker_id
 from autotune.sweep.summary import summarize
 
-__all__ = ["MAX_SKIPS_IN_A_ROW", "Sweep", "run_sweep"]
+__all__ = ["MAX_SKIPS_IN_A_ROW", "Role", "Sweep", "run_sweep"]
 
+Role = Literal["all", "search", "finish"]  # what a worker does: search, run the finishing stages, or both
 MAX_SKIPS_IN_A_ROW = 100  # proposals that need no run (duplicates, rejected): the space is exhausted
 
 
@@ -58,10 +62,16 @@ class Sweep:
         *,
         worker: str | None = None,
         device_check: Callable[[], str | None] | None = None,
+        role: Role = "all",
     ) -> None:
-        """``device_check`` (``--gpus`` workers) says whether the device is fit for the next trial: None, or why not."""
+        """``device_check`` (``--gpus`` workers) says whether the device is fit for the next trial: None, or why not.
+
+        ``role``: ``all`` searches and then runs the finishing stages; a ``--gpus`` sweep gives its workers
+        ``search`` and, once they have all ended, one worker ``finish``, so the top configurations are
+        re-measured once and one report is drawn, from every worker's trials.
+        """
         info = study_info(space, options)
-        study, storage = open_study(space, options, info, sampler)
+        study, storage, space = open_study(space, options, info, sampler, progress)  # space: as the study encodes it
         tracker = None
         if options.tracking:
             from autotune.tracking import SweepTracker
@@ -76,6 +86,7 @@ class Sweep:
         self.device_check = device_check
         self.device_failure: str | None = None  # why the device was taken out, once it was
         self._device_ready = False  # checked, and not used since
+        self.role = role
         self._stale_checked = 0.0
 
     def run(self) -> SweepSummary:
@@ -87,8 +98,8 @@ class Sweep:
         ctx, started = self.ctx, time.time()
         try:
             with self.signals:
-                reason = self._search()
-                if self.device_failure is None:  # a device that failed its check runs nothing more
+                reason = self._search() if self.role != "finish" else self._join()
+                if self.device_failure is None and self.role != "search":  # a failed device runs nothing more
                     for stage in self._stages():
                         stage.run(ctx)
             ctx.progress.close()
@@ -121,6 +132,14 @@ class Sweep:
                     return reason
                 skips = 0 if self.one_trial() else skips + 1
                 self._fail_stale_trials()
+
+    def _join(self) -> str:
+        """A finishing worker's start: the search is the other workers' and has ended; take in what they found."""
+        if self.ctx.tracker is not None:
+            self.ctx.tracker.start(self._run_params(), self.ctx.space.path)
+        self.ctx.ledger.refresh()
+        self.ctx.progress.done = self.ctx.ledger.tally().measured
+        return "the search workers have ended"
 
     def _stages(self) -> list[Stage]:
         from autotune.sweep.report_stage import Report
@@ -174,17 +193,19 @@ class Sweep:
 
     def _measure(self, proposal: Proposal) -> TrialResult:
         with self.signals.interruptible():  # the wait for the trial process: a stop signal ends it at once
-            result = self.ctx.executor(proposal.params, self.ctx.space.budget.trial_timeout_s, self._prune_below())
+            result = self.ctx.executor(proposal.params, self.ctx.space.budget.trial_timeout_s, self._pruning(proposal))
         self._device_ready = False  # it ran on the device: check the device again before the next trial
         return result
 
-    def _prune_below(self) -> float | None:
-        """The throughput under which a trial is stopped after warm-up: a fraction of the best so far."""
+    def _pruning(self, proposal: Proposal) -> Pruning | None:
+        """When ``proposal``'s trial stops early: under a fraction of the best so far, after warm-up or,
+        where this study's compile gains say it cannot get there, before compiling."""
         objectives, ratio = self.ctx.info.objectives, self.ctx.options.prune_ratio
         if not ratio or len(objectives) > 1 or objectives[0] != ("throughput", "maximize"):
             return None
         best = self.ctx.ledger.best_feasible()
-        return ratio * best if best is not None else None
+        measured = (entry.result for entry in self.ctx.ledger.measured)
+        return Pruning(ratio * best if best is not None else None, compile_gain_bound(proposal.params, measured))
 
     def _stop_reason(self, skips: int) -> str:
         ledger, patience = self.ctx.ledger, self.ctx.options.patience

@@ -9,13 +9,14 @@ from typing import Any
 
 from autotune import studyio
 from autotune.errors import AutotuneError
+from autotune.jobspec import Pruning
 from autotune.results import TrialResult
 
 __all__ = ["DEFAULT_TRIALS", "Executor", "SweepOptions", "SweepSummary"]
 
 DEFAULT_TRIALS = 20  # when neither the space nor the command sets a budget
-# How a measured trial runs: (params, timeout in seconds, throughput to prune below) -> its result.
-Executor = Callable[[dict[str, Any], float, float | None], TrialResult]
+# How a measured trial runs: (params, timeout in seconds, when to stop it early) -> its result.
+Executor = Callable[[dict[str, Any], float, Pruning | None], TrialResult]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class SweepOptions:
     profile_steps: int = 0  # at the end, profile the default and the winner over this many steps; 0: don't
     # One worker process per entry, each pinned to that GPU (CUDA_VISIBLE_DEVICES): nvidia-smi indices or UUIDs.
     gpus: tuple[str, ...] = ()
+    # Another study of the same storage whose measured trials the sampler starts from (autotune.evidence).
+    warm_start: str | None = None
 
     def __post_init__(self) -> None:
         if self.profile_steps < 0:
@@ -49,6 +52,8 @@ class SweepOptions:
             raise AutotuneError("--gpus runs real trials: it cannot be combined with --replay")
         if self.gpus and self.storage == "memory":
             raise AutotuneError("--gpus workers share the study through its storage: use sqlite:/// or postgresql://")
+        if self.warm_start is not None and self.storage == "memory":
+            raise AutotuneError("--warm-start reads the other study from --storage: use sqlite:/// or postgresql://")
 
 
 @dataclass

@@ -1,17 +1,23 @@
 """Finishing stage: the study's report (``autotune report``), written beside its storage and logged to MLflow.
 
 Runs last, so the page shows the re-measured ranks and the profiled winner's sweep as it ends. A
-report is a by-product: one that cannot be made is said in a line and never fails the sweep.
+report is a by-product: one that cannot be made is said in a line and never fails the sweep. Its
+lines say where to read the sweep: the page, and the MLflow UI's leaderboard of the trials.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from autotune.studyio import redact_url
 from autotune.sweep.context import SweepContext
+
+if TYPE_CHECKING:
+    from autotune.reporting import StudyReport
 
 __all__ = ["Report", "report_path"]
 
@@ -34,6 +40,17 @@ class Report:
     name = "report"
 
     def run(self, ctx: SweepContext) -> None:
+        report = self._write(ctx)
+        if ctx.tracker is None:
+            return
+        if report is not None:
+            report.log(ctx.tracker)
+        if (link := ctx.tracker.ui_link) is not None:  # MLflow 3.17 would open the experiment on GenAI pages
+            from autotune.tracking.ui import address
+
+            ctx.progress.message(f"MLflow: {address(redact_url(ctx.tracker.tracking_uri), link)}")
+
+    def _write(self, ctx: SweepContext) -> StudyReport | None:
         from autotune.reporting import write_report
 
         path = report_path(ctx.study.study_name, ctx.options.storage)
@@ -41,7 +58,6 @@ class Report:
             report = write_report(ctx.study, ctx.info, path, ctx.options.storage)
         except Exception as exc:  # a bug in drawing must not cost the sweep its summary and MLflow run
             ctx.progress.message(f"report: not made: {type(exc).__name__}: {exc}")
-            return
+            return None
         ctx.progress.message(f"report: {report.html}")
-        if ctx.tracker is not None:
-            report.log(ctx.tracker)
+        return report

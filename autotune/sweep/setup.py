@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
@@ -10,14 +11,17 @@ from optuna.trial import TrialState
 
 from autotune import studyio
 from autotune.errors import AutotuneError
+from autotune.evidence import Evidence, load_evidence
 from autotune.progress import Progress
 from autotune.samplers import make_sampler
+from autotune.samplerview import OrdinalView
 from autotune.space import Space
 from autotune.studyio import StudyInfo
 from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions
 from autotune.sweep.storage import close_storage, is_dead_local_worker, open_storage, quiet_optuna
 
 __all__ = [
+    "OpenStudy",
     "enqueue_first_trials",
     "open_study",
     "prepare_study",
@@ -45,23 +49,112 @@ def study_name(space: Space, options: SweepOptions) -> str:
     return options.study_name or space.path.stem + ("-replay" if options.replay else "")
 
 
+class OpenStudy(NamedTuple):
+    """An opened study, its storage, and the space as the study encodes it (:meth:`Space.stored_as`)."""
+
+    study: optuna.Study
+    storage: optuna.storages.BaseStorage
+    space: Space
+
+
 def open_study(
-    space: Space, options: SweepOptions, info: StudyInfo, sampler: optuna.samplers.BaseSampler | None
-) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
-    """Create the study, or load it to resume; a study made for another workload is bad input."""
+    space: Space,
+    options: SweepOptions,
+    info: StudyInfo,
+    sampler: optuna.samplers.BaseSampler | None,
+    progress: Progress | None = None,
+) -> OpenStudy:
+    """Create the study, or load it to resume; a study made for another workload is bad input.
+
+    The sampler (``sampler``, else the space's) reads the study through an
+    :class:`~autotune.samplerview.OrdinalView`, with the evidence of ``--warm-start`` if any (a
+    resumed study keeps the warm start it recorded); ``progress`` gets the line saying so.
+    """
     name = study_name(space, options)
     storage = open_storage(options.storage)
-    seed = options.seed if options.seed is not None else space.sampler.seed
-    kinds = {param.kind for param in space.params.values()}
-    study = optuna.create_study(
-        storage=storage,
-        study_name=name,
-        directions=space.directions,
-        sampler=sampler or make_sampler(space.sampler.name, seed, kinds),
-        load_if_exists=True,
-    )
-    _check_same_study(study, info, options.storage)
-    return study, storage
+    try:
+        # Bad input (an unknown study, say) before a study is made for it.
+        evidence = load_evidence(options.warm_start, storage, space, name) if options.warm_start else None
+        study = optuna.create_study(storage=storage, study_name=name, directions=space.directions, load_if_exists=True)
+        _check_same_study(study, info, options.storage)
+    except BaseException:
+        close_storage(storage)
+        raise
+    _name_metrics(study, space)
+    _check_same_choices(study, space)
+    if any(spec.kind == "ordinal" for spec in space.params.values()):
+        space = space.stored_as(study.get_trials(deepcopy=False))
+    evidence = _warm_start(study, storage, space, evidence, progress)
+    if sampler is None:
+        seed = options.seed if options.seed is not None else space.sampler.seed
+        kinds = {param.kind for param in space.params.values()}
+        sampler = make_sampler(space.sampler.name, seed, kinds, evidence.trials() if evidence else ())
+    study.sampler = OrdinalView(sampler, space.ordinals, evidence)
+    return OpenStudy(study, storage, space)
+
+
+def _check_same_choices(study: optuna.Study, space: Space) -> None:
+    """Bad input: a param whose choices changed since the study began. Optuna cannot mix two sets of choices
+    for one param in a study, and an ordinal stored as an index would silently mean another value."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    seen: set[str] = set()
+    for trial in study.get_trials(deepcopy=False):
+        for name, distribution in trial.distributions.items():
+            spec = space.params.get(name)
+            if name in seen or spec is None or spec.choices is None:
+                continue
+            seen.add(name)
+            if isinstance(distribution, CategoricalDistribution):
+                before = list(distribution.choices)
+            elif isinstance(distribution, IntDistribution) and spec.kind == "ordinal":
+                before = [f"{distribution.high - distribution.low + 1} choices"]  # indices: only the count is known
+                if distribution.high - distribution.low + 1 == len(spec.choices):
+                    continue
+            else:
+                continue
+            if before != list(spec.choices):
+                raise AutotuneError(
+                    f"study {study.study_name!r} searched {name} over {before}, this space over {list(spec.choices)}: "
+                    "a study keeps its choices; restore them, or use --study NAME for a new study"
+                )
+
+
+def _name_metrics(study: optuna.Study, space: Space) -> None:
+    """Name the objectives on the study, so optuna-dashboard and ``trials_dataframe()`` show the metrics."""
+    names = [objective.metric for objective in space.objectives]
+    if study.metric_names != names:
+        with quiet_optuna():  # set_metric_names is experimental in Optuna 5
+            study.set_metric_names(names)
+
+
+def _warm_start(
+    study: optuna.Study,
+    storage: optuna.storages.BaseStorage,
+    space: Space,
+    evidence: Evidence | None,
+    progress: Progress | None,
+) -> Evidence | None:
+    """``evidence`` (of ``--warm-start``), else that of the warm start the study recorded; recorded and announced.
+
+    A resumed sweep keeps proposing as it began, so it reads the same evidence without the flag; if
+    that study is gone, it says so and goes on without.
+    """
+    recorded = study.user_attrs.get(studyio.STUDY_ATTR_WARM_START)
+    if evidence is None and recorded:
+        try:
+            evidence = load_evidence(recorded["study"], storage, space, study.study_name)
+        except AutotuneError as exc:
+            if progress is not None:
+                progress.message(f"warm start: {exc}; this resumed sweep goes on without that evidence")
+            return None
+    if evidence is None:
+        return None
+    if recorded != evidence.provenance():
+        study.set_user_attr(studyio.STUDY_ATTR_WARM_START, evidence.provenance())
+    if progress is not None:
+        progress.message(evidence.summary())
+    return evidence
 
 
 def _check_same_study(study: optuna.Study, info: StudyInfo, storage: str) -> None:
@@ -132,7 +225,7 @@ def prepare_study(space: Space, options: SweepOptions) -> tuple[int | None, int]
     queue one. Returns the budget (capped as :func:`enqueue_first_trials` does) and the measured
     trials so far; a study made for another workload is bad input, said once.
     """
-    study, storage = open_study(space, options, study_info(space, options), None)
+    study, storage, space = open_study(space, options, study_info(space, options), None)
     try:
         budget = enqueue_first_trials(study, space, trial_budget(space, options)[0])
         return budget, len(studyio.measured_trials(study))

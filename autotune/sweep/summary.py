@@ -9,16 +9,18 @@ news that they are slow: the sweep's aim is to keep that share at a tenth or les
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from autotune import studyio
 from autotune.results import Status
 from autotune.sweep.context import SweepContext
+from autotune.sweep.ledger import MeasuredTrial
 from autotune.sweep.options import SweepSummary
 from autotune.sweep.recorder import trial_tags
 
-__all__ = ["economy_line", "summarize"]
+__all__ = ["account_time", "economy_line", "summarize"]
 
 
 def summarize(ctx: SweepContext, stop_reason: str, wall_s: float) -> SweepSummary:
@@ -35,16 +37,16 @@ def summarize(ctx: SweepContext, stop_reason: str, wall_s: float) -> SweepSummar
     if best is not None:
         summary.best_trial, summary.best_value, summary.speedup = best.trial, best.value, best.speedup
     summary.leaderboard = render(rows, ctx.info, "table", 10)
-    _account_time(ctx, summary)
+    account_time(ctx.ledger.measured, summary)
     if ctx.tracker is not None:
         _catch_up_tracking(ctx)
-        ctx.tracker.finish(_summary_metrics(ctx, summary), _summary_artifacts(ctx, rows))
+        ctx.tracker.finish(_summary_metrics(ctx, summary), _summary_artifacts(ctx, rows), winner=summary.best_trial)
     return summary
 
 
-def _account_time(ctx: SweepContext, summary: SweepSummary) -> None:
-    """Trial time, compile time and time in pruned trials, over every measured trial of the study."""
-    for entry in ctx.ledger.measured:
+def account_time(measured: Iterable[MeasuredTrial], summary: SweepSummary) -> None:
+    """Add up trial time, compile time and time in pruned trials over ``measured`` (a study's measured trials)."""
+    for entry in measured:
         duration = entry.trial.duration
         seconds = duration.total_seconds() if duration is not None else 0.0
         summary.trial_s += seconds

@@ -15,11 +15,16 @@ their abbreviations are in :mod:`autotune.labels`, shared with the progress line
 - ``schema``: tag keys, run statuses, MLflow's value limits, metric filtering; a new tag key goes here.
 - ``store``: the client behind the outage guard (warn once, cooling, HTTP retries, tracking URI); new
   kinds of store errors go here, never experiment or run logic.
-- ``experiment``: the experiment ``autotune/<study>``; marking it as a model-training experiment goes here.
-- ``sweep_run``: the sweep's parent run; its markdown description goes in ``start``, a report artifact in
-  ``finish`` (or as one more entry of the ``artifacts`` the sweep passes to :meth:`SweepTracker.finish`);
-  what comes after the sweep (``autotune profile``'s table and traces) through ``add``.
-- ``trial_runs``: the trials' child runs; a new metric on them, such as ``speedup``, goes in ``TrialBatch``.
+- ``ui``: what MLflow's UI (3.17) reads: the experiment kind, the saved view "autotune leaderboard" (its
+  columns and sort), links into the UI; what was found in MLflow's UI code is written down there.
+- ``speedup``: ``speedup`` of a trial's run over the PyTorch-default trial's, from the runs.
+- ``description``: the markdown of the parent run's description, while the sweep runs and once it ended.
+- ``experiment``: the experiment ``autotune/<study>``, marked as a model-training experiment, and its view.
+- ``sweep_run``: the sweep's parent run; its description; a report artifact in ``finish`` (or as one more
+  entry of the ``artifacts`` the sweep passes to :meth:`SweepTracker.finish`); what comes after the sweep
+  (``autotune profile``'s table and traces) through ``add``.
+- ``trial_runs``: the trials' child runs; a new metric on them goes in ``TrialBatch``; ``speedup`` is
+  added when the default trial's run is known, and brought up to date at the sweep's end.
 - ``tracker``: :class:`SweepTracker`, the facade the sweep calls; each public method runs one guarded call.
 """
 

@@ -1,16 +1,21 @@
-"""The sweep's MLflow experiment ``autotune/<study>``: found, created (racing other workers) or restored."""
+"""The sweep's MLflow experiment ``autotune/<study>``: found, created (racing other workers) or restored,
+marked as a model-training experiment, and given the saved view "autotune leaderboard"."""
 
 from __future__ import annotations
 
 import logging
 import re
+import time
+from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import unquote
 
+from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
 from autotune.tracking.schema import TAG_STUDY
 from autotune.tracking.store import GuardedStore
+from autotune.tracking.ui import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_TAG, leaderboard_view, needs_kind
 
 __all__ = ["SweepExperiment"]
 
@@ -29,11 +34,21 @@ class SweepExperiment:
         self.name = f"autotune/{study_name}"
         self._id: str | None = None
 
+    @property
+    def known_id(self) -> str | None:
+        """The experiment id if this process has looked it up already (no store call)."""
+        return self._id
+
     def id(self) -> str:
         """The experiment id, creating the experiment if needed (another worker may win the race)."""
         if self._id is None:
             self._id = self._find_or_create()
         return self._id
+
+    def save_view(self, trial_runs: Iterable[Run]) -> None:
+        """(Re)write the saved view "autotune leaderboard" with the columns of ``trial_runs``."""
+        value = leaderboard_view(trial_runs, int(time.time() * 1000))
+        self.store.client().set_experiment_tag(self.id(), VIEW_TAG, value)
 
     def _find_or_create(self) -> str:
         experiment = self.store.client().get_experiment_by_name(self.name)
@@ -43,6 +58,8 @@ class SweepExperiment:
             # A deleted experiment still holds its name: creating it again would fail forever.
             _logger.warning("MLflow experiment %r was deleted; restoring it", self.name)
             self.store.client().restore_experiment(experiment.experiment_id)
+        if needs_kind(experiment.tags):  # made by an autotune before this tag, or marked GenAI by MLflow's UI
+            self.store.client().set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment.experiment_id
 
     def _create(self) -> str:
@@ -51,7 +68,7 @@ class SweepExperiment:
             return client.create_experiment(
                 self.name,
                 artifact_location=_local_artifact_location(self.store.tracking_uri, self.study_name),
-                tags={TAG_STUDY: self.study_name},
+                tags={TAG_STUDY: self.study_name, EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
             )
         except MlflowException as exc:
             if exc.error_code != "RESOURCE_ALREADY_EXISTS":

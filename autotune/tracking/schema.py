@@ -15,15 +15,21 @@ __all__ = [
     "CHANGED_PARAM_TAG_PREFIX",
     "MAX_PARAM_LEN",
     "MAX_TAG_LEN",
+    "REMEASURED_THROUGHPUT",
+    "SPEEDUP",
+    "TAG_DEFAULT",
     "TAG_INPUT_BOUND",
+    "TAG_NOTE",
     "TAG_PARENT",
     "TAG_REASON",
     "TAG_ROLE",
     "TAG_STATUS",
     "TAG_STUDY",
     "TAG_TRIAL",
+    "TAG_UNIT",
     "TAG_WARNINGS",
     "TERMINAL",
+    "THROUGHPUT",
     "clip",
     "finite_metrics",
 ]
@@ -35,13 +41,22 @@ TAG_INPUT_BOUND = "autotune.input_bound"  # "true" on a trial that waited for in
 TAG_TRIAL = "autotune.trial"
 TAG_STATUS = "autotune.status"
 TAG_REASON = "autotune.reason"
+TAG_DEFAULT = "autotune.default"  # "true" on the PyTorch-default trial, the yardstick of speedup
+TAG_UNIT = "autotune.throughput_unit"  # images/s, tokens/s ...: a metric is a number, its unit a tag
 TAG_PARENT = "mlflow.parentRunId"
+TAG_NOTE = "mlflow.note.content"  # MLflow shows it, as markdown, as the run's description
 CHANGED_PARAM_TAG_PREFIX = "autotune.param."
 
 # MLflow's own limits (mlflow.utils.validation): longer values are rejected, so they are cut.
 MAX_PARAM_LEN = 6000
 MAX_TAG_LEN = 8000
 TERMINAL = frozenset({"FINISHED", "FAILED", "KILLED"})
+
+# Metrics that tracking reads back: the one speedup is computed from, its re-measured median (the
+# re-measure stage logs ``remeasured_<metric>``), and speedup itself.
+THROUGHPUT = "throughput"
+REMEASURED_THROUGHPUT = f"remeasured_{THROUGHPUT}"
+SPEEDUP = "speedup"
 
 
 def clip(text: str, limit: int) -> str:
@@ -50,10 +65,19 @@ def clip(text: str, limit: int) -> str:
 
 
 def finite_metrics(values: Mapping[str, Any]) -> list[Metric]:
-    """Finite numbers only: units (strings), flags (bools), NaN and inf are not sortable columns."""
+    """Finite numbers only: units (strings), flags (bools), NaN and inf are not sortable columns.
+
+    Fractions to 6 significant digits: MLflow's table prints every digit it is given (``374.1633123712463``)
+    and cuts the column, while no measurement here is finer than about 0.1% (none is a timestamp).
+    Whole numbers (counts such as ``items_per_step``) stay exact.
+    """
     now = int(time.time() * 1000)
     return [
-        Metric(str(key), float(value), now, 0)
+        Metric(str(key), _six_digits(float(value)), now, 0)
         for key, value in values.items()
         if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
     ]
+
+
+def _six_digits(value: float) -> float:
+    return value if value.is_integer() else float(f"{value:.6g}")

@@ -1,4 +1,4 @@
-"""The sweep's parent run: found or created (racing other workers), resumed with its params, finished."""
+"""The sweep's parent run: found or created (racing other workers), resumed with its params, described, finished."""
 
 from __future__ import annotations
 
@@ -7,8 +7,17 @@ from collections.abc import Mapping
 from mlflow.entities import Metric, Param, Run, RunTag, ViewType
 
 from autotune.labels import sweep_run_name
+from autotune.tracking import description
 from autotune.tracking.experiment import SweepExperiment
-from autotune.tracking.schema import CHANGED_PARAM_TAG_PREFIX, MAX_PARAM_LEN, TAG_ROLE, TAG_STUDY, clip
+from autotune.tracking.schema import (
+    CHANGED_PARAM_TAG_PREFIX,
+    MAX_PARAM_LEN,
+    MAX_TAG_LEN,
+    TAG_NOTE,
+    TAG_ROLE,
+    TAG_STUDY,
+    clip,
+)
 from autotune.tracking.store import GuardedStore
 
 __all__ = ["SweepRun"]
@@ -35,12 +44,14 @@ class SweepRun:
         self._space_text = space_text
 
     def start(self) -> str:
-        """Find or create the parent run, log the prepared params and space file, mark it RUNNING."""
+        """Find or create the parent run, log the prepared params and space file, mark it RUNNING;
+        its description says the sweep runs (until :meth:`describe` writes the finished one)."""
         client = self.store.client()
         run = self._find_or_create()
         run_id = run.info.run_id
         params, tags = _param_changes(run, self._params)
-        client.log_batch(run_id, params=params, tags=tags)
+        note = description.running(self.experiment.study_name, self.experiment.id())
+        client.log_batch(run_id, params=params, tags=[*tags, RunTag(TAG_NOTE, note)])
         if self._space_text is not None:
             client.log_text(run_id, self._space_text, "space.yaml")
         if run.info.status != "RUNNING":
@@ -67,6 +78,19 @@ class SweepRun:
         for name, text in artifacts.items():
             client.log_text(run_id, text, name)
         client.set_terminated(run_id, status=status)
+
+    def describe(self, text: str) -> None:
+        """Set the run's description (markdown)."""
+        self.store.client().set_tag(self.ensure(), TAG_NOTE, clip(text, MAX_TAG_LEN))
+
+    def pages(self) -> list[str]:
+        """Paths of the run's HTML artifacts, at its root or one folder down (the report's ``report/report.html``)."""
+        client, run_id = self.store.client(), self.ensure()
+        pages: list[str] = []
+        for entry in client.list_artifacts(run_id):
+            inside = client.list_artifacts(run_id, entry.path) if entry.is_dir else [entry]
+            pages += [item.path for item in inside if not item.is_dir and item.path.endswith(".html")]
+        return pages
 
     def add(self, metrics: list[Metric], texts: Mapping[str, str], files: Mapping[str, str]) -> bool:
         """Add ``metrics``, text artifacts (``{artifact path: text}``) and files (``{artifact folder: local

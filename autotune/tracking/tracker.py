@@ -9,11 +9,13 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 
 from autotune.results import TrialResult
+from autotune.tracking import description
 from autotune.tracking.experiment import SweepExperiment
-from autotune.tracking.schema import TERMINAL, finite_metrics
+from autotune.tracking.schema import CHANGED_PARAM_TAG_PREFIX, TERMINAL, finite_metrics
 from autotune.tracking.store import GuardedStore, resolve_tracking_uri
 from autotune.tracking.sweep_run import SweepRun
 from autotune.tracking.trial_runs import TrialBatch, TrialRuns, series_json
+from autotune.tracking.ui import runs_link
 
 __all__ = ["SweepTracker"]
 
@@ -61,17 +63,26 @@ class SweepTracker:
         """False from a failed store call until the next successful one."""
         return self._store.reachable
 
+    @property
+    def ui_link(self) -> str | None:
+        """The experiment's runs page in MLflow's UI, as the saved view "autotune leaderboard" (trials by
+        speedup), relative to the UI's root (``http://127.0.0.1:5000/`` + it); None before the experiment
+        was looked up."""
+        experiment_id = self._experiment.known_id
+        return runs_link(experiment_id) if experiment_id is not None else None
+
     def start(self, params: Mapping[str, str], space_path: Path | None = None) -> str | None:
         """Find or create the sweep's parent run, log ``params`` and the space file, mark it RUNNING.
 
         A resumed sweep reuses its parent run (tags ``autotune.study`` and ``autotune.role=sweep``).
         MLflow params are immutable, so only new ones are logged; a changed value goes to the tag
-        ``autotune.param.<key>`` instead. Returns the parent run id, or ``None`` if MLflow is
-        unreachable (later calls retry the start).
+        ``autotune.param.<key>`` instead. The experiment is marked as a model-training experiment and
+        gets (or updates) the saved view "autotune leaderboard". Returns the parent run id, or ``None``
+        if MLflow is unreachable (later calls retry the start).
         """
         space_text = space_path.read_text() if space_path is not None else None
         self._sweep_run.prepare(params, space_text)
-        return self._store.guarded("starting the sweep run", self._sweep_run.start)
+        return self._store.guarded("starting the sweep run", self._start)
 
     def log_trial(
         self,
@@ -106,14 +117,27 @@ class SweepTracker:
         """
         return self._store.guarded("listing logged trials", self._trial_runs.logged_numbers)
 
-    def finish(self, metrics: Mapping[str, float], artifacts: Mapping[str, str], status: str = "FINISHED") -> None:
+    def finish(
+        self,
+        metrics: Mapping[str, float],
+        artifacts: Mapping[str, str],
+        status: str = "FINISHED",
+        *,
+        winner: int | None = None,
+    ) -> None:
         """Log summary ``metrics`` and text ``artifacts`` (``{file name: text}``) on the parent run
-        and end it with ``status`` (FINISHED, FAILED or KILLED)."""
+        and end it with ``status`` (FINISHED, FAILED or KILLED).
+
+        Then bring the runs up to the sweep's end: every ok trial's ``speedup`` from the throughputs the
+        leaderboard ranks by (re-measured medians included), the saved view's columns, and the parent's
+        description around ``winner`` (the leaderboard's rank 1, a trial number; None when no trial won).
+        """
         if status not in TERMINAL:
             raise ValueError(f"status must be one of {sorted(TERMINAL)}, got {status=}")
         entries = finite_metrics(metrics)
         texts = dict(artifacts)
         self._store.guarded("finishing the sweep run", lambda: self._sweep_run.finish(entries, texts, status))
+        self._store.guarded("describing the sweep run", lambda: self._describe(winner))
 
     def add_to_sweep_run(
         self, metrics: Mapping[str, float], texts: Mapping[str, str], files: Mapping[str, Path]
@@ -126,6 +150,27 @@ class SweepTracker:
         paths = {folder: str(path) for folder, path in files.items()}
         added = self._store.guarded("adding to the sweep run", lambda: self._sweep_run.add(entries, dict(texts), paths))
         return bool(added)
+
+    def _start(self) -> str:
+        run_id = self._sweep_run.start()
+        self._experiment.save_view(self._trial_runs.runs(run_id))  # a resumed sweep's trials have columns
+        return run_id
+
+    def _describe(self, winner: int | None) -> None:
+        trials = self._trial_runs.refresh_speedups()
+        self._experiment.save_view(trials)
+        parent = self._client().get_run(self._sweep_run.ensure())
+        facts = description.SweepFacts(
+            study=self.study_name,
+            experiment_id=self._experiment.id(),
+            run_id=parent.info.run_id,
+            trials=trials,
+            winner=winner,
+            # The storage of the last start: a resumed sweep's changed param is a tag (see start()).
+            storage=parent.data.tags.get(f"{CHANGED_PARAM_TAG_PREFIX}storage", parent.data.params.get("storage")),
+            pages=self._sweep_run.pages(),
+        )
+        self._sweep_run.describe(description.finished(facts))
 
     def _client(self) -> MlflowClient:
         """The shared client (tests patch it); made on first use."""

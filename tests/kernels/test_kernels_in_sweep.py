@@ -1,20 +1,27 @@
 """A user's ``triton.autotune`` kernel listed in a space: swept, exported, pinned by ``apply()`` in production.
 
-Everything runs as real processes in Triton's CPU interpreter (``TRITON_INTERPRET=1`` must be set
-before a process imports triton), with the kernel module ``user_kernels`` on ``PYTHONPATH``.
+Where the kernel launches, everything runs as real processes in Triton's CPU interpreter
+(``TRITON_INTERPRET=1`` must be set before a process imports triton), with the kernel module
+``user_kernels`` on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import optuna
 import pytest
 import yaml
 
+from autotune import studyio
+from autotune.export import export
+from autotune.progress import Progress
 from autotune.space import SpaceError, load_space
+from autotune.sweep import SweepOptions, run_sweep
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
@@ -56,7 +63,11 @@ def test_a_sweep_picks_among_a_kernels_configs_and_production_launches_only_the_
     (tmp_path / "space.yaml").write_text(SPACE.format(workload="user_kernels:kernel_mlp", trials=3))
     swept = _run(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
     assert all(label in swept.stdout for label in CONFIGS.values())  # each config was a trial
-    _run(["-m", "autotune", "export", "--study", "space", "-o", "tuned.yaml"], tmp_path)
+    storage = f"sqlite:///{tmp_path}/autotune.db"  # `autotune export --study space -o tuned.yaml`, in this process
+    study = optuna.load_study(study_name="space", storage=storage)
+    info = studyio.load_study_info(study)
+    assert info is not None
+    export(study, info, tmp_path / "tuned.yaml", storage=storage)
 
     tuned = yaml.safe_load((tmp_path / "tuned.yaml").read_text())
     assert tuned["params"] == {}  # the kernel's param lives under kernels:, not with the workload's
@@ -71,9 +82,13 @@ def test_a_sweep_picks_among_a_kernels_configs_and_production_launches_only_the_
 
 
 def test_a_listed_kernel_the_model_never_calls_is_a_warning(tmp_path: Path) -> None:
+    """The kernel is pinned but never launched, so no interpreter is needed: the sweep runs in this process
+    (its trial in a real one), without the seconds an `autotune sweep` process and its forkserver take."""
     (tmp_path / "space.yaml").write_text(SPACE.format(workload="trial_workloads:tiny_mlp", trials=1))
-    swept = _run(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
-    assert "WARNING: listed kernel user_kernels:scaled_add never ran" in swept.stderr
+    options = SweepOptions(storage=f"sqlite:///{tmp_path}/autotune.db", tracking=False, remeasure_top=0)
+    said = io.StringIO()
+    run_sweep(load_space(tmp_path / "space.yaml"), options, Progress(None, None, said))
+    assert "WARNING: listed kernel user_kernels:scaled_add never ran" in said.getvalue()
 
 
 def test_a_kernel_that_does_not_import_is_reported_by_validation(tmp_path: Path) -> None:

@@ -1,5 +1,10 @@
 """`autotune profile` as a user types it: a real CPU sweep, the two trials re-run under torch.profiler in
-their own processes, the table printed, the table and traces on the sweep's real MLflow run (sqlite)."""
+their own processes, the table printed, the table and traces on the sweep's real MLflow run (sqlite).
+
+The sweeps that only set a study up run in this process (:func:`sweep`; their trials in real processes all
+the same): `autotune sweep` as a process is tested in tests/sweep, and each such process costs seconds of
+imports and its own torch-preloading forkserver.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +19,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from autotune.leaderboard import leaderboard
+from autotune.profiling import DEFAULT_STEPS, profile_study, space_of
 from autotune.profiling.table import WIDTH
+from autotune.progress import Progress
+from autotune.space import load_space
 from autotune.studyio import load_study_info
+from autotune.sweep import SweepOptions, run_sweep
+from autotune.tracking import SweepTracker
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
@@ -57,13 +67,26 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], fragment: str)
     assert len(errors) == 1 and fragment in errors[0], proc.stderr
 
 
+def sweep(workdir: Path, space_file: str, **options: object) -> str:
+    """What `autotune sweep SPACE_FILE --remeasure-top 0` does in ``workdir`` (its study in ./autotune.db), run in
+    this process; ``options`` are the other :class:`SweepOptions`. Returns what the sweep said (its stderr)."""
+    storage = f"sqlite:///{workdir}/autotune.db"
+    log = workdir / f"{Path(space_file).stem}.log"
+    with log.open("w") as stream:
+        run_sweep(
+            load_space(workdir / space_file, replay="replay" in options),
+            SweepOptions(storage=storage, remeasure_top=0, **options),  # type: ignore[arg-type]
+            Progress(None, None, stream),
+        )
+    return log.read_text()
+
+
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished sweep of a tiny CPU space, logged to MLflow (sqlite) in its own folder."""
     workdir = tmp_path_factory.mktemp("profile-command")
     (workdir / "tiny.yaml").write_text(SPACE)
-    proc = autotune("sweep", "tiny.yaml", "--remeasure-top", "0", cwd=workdir, tracking_uri=mlflow_uri(workdir))
-    assert proc.returncode == 0, proc.stderr
+    sweep(workdir, "tiny.yaml", tracking_uri=mlflow_uri(workdir))
     return workdir
 
 
@@ -121,30 +144,33 @@ def check_parent_run(uri: str, study: str, table: str) -> None:
 
 @pytest.mark.slow  # a sweep and two profiled trial processes
 def test_profile_logs_nowhere_when_the_store_has_no_sweep_run(swept: Path) -> None:
+    # What `autotune profile --study tiny --steps 1 --tracking-uri ELSEWHERE` does, in this process (its two
+    # trials in real processes): the command line is the test above's.
     elsewhere = f"sqlite:///{swept}/other-mlflow.db"
-    proc = autotune("profile", "--study", "tiny", "--steps", "1", "--out", "prof1", cwd=swept, tracking_uri=elsewhere)
-    assert proc.returncode == 0, proc.stderr
-    assert "not logged: no sweep run in" in proc.stdout
+    study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{swept}/autotune.db")
+    info = load_study_info(study)
+    assert info is not None
+    result = profile_study(study, info, space_of(info), swept / "prof1", steps=1)
+    assert result.log(SweepTracker("tiny", elsewhere)) is False  # the command then says "not logged: ..."
     assert MlflowClient(elsewhere).get_experiment_by_name("autotune/tiny") is None  # nothing created
 
 
 @pytest.mark.slow  # a sweep of two trial processes
 def test_a_failed_default_is_one_line_from_profile_and_a_note_from_sweep(tmp_path: Path) -> None:
     (tmp_path / "broken.yaml").write_text(BROKEN_DEFAULT)
-    sweep = autotune("sweep", "broken.yaml", "--remeasure-top", "0", "--profile", "--no-mlflow", cwd=tmp_path)
-    assert sweep.returncode == 0, sweep.stderr
-    assert "profile: not made: the PyTorch-default trial 0 of study 'broken' did not succeed (numerics" in sweep.stderr
+    said = sweep(tmp_path, "broken.yaml", profile_steps=DEFAULT_STEPS, tracking=False)  # autotune sweep --profile
+    assert "profile: not made: the PyTorch-default trial 0 of study 'broken' did not succeed (numerics" in said
     proc = autotune("profile", "--study", "broken", cwd=tmp_path)
     assert_one_line_error(proc, "the PyTorch-default trial 0 of study 'broken' did not succeed (numerics: loss is nan")
 
 
-@pytest.mark.slow  # three autotune processes
+@pytest.mark.slow  # a replayed sweep, two autotune processes
 @pytest.mark.skipif(not RECORDS.exists(), reason="needs ../shared/data")
 def test_a_kernel_workload_cannot_be_profiled(tmp_path: Path) -> None:
     space = str(REPO / "search_spaces" / "triton_matmul.yaml")
-    replay = ("--replay", str(RECORDS), "--n-trials", "3", "--no-mlflow", "--study", "kernels")
-    assert autotune("sweep", space, *replay, cwd=tmp_path).returncode == 0
+    sweep(tmp_path, space, replay=RECORDS, n_trials=3, tracking=False, study_name="kernels")
     assert_one_line_error(autotune("profile", "--study", "kernels", cwd=tmp_path), "kernel workload (triton_matmul)")
+    replay = ("--replay", str(RECORDS), "--n-trials", "3", "--no-mlflow", "--study", "kernels")
     assert_one_line_error(
         autotune("sweep", space, *replay, "--profile", cwd=tmp_path), "cannot be combined with --replay"
     )

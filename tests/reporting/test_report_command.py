@@ -23,12 +23,14 @@ def autotune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    """A 30-trial study in ./autotune.db and its sweep's parent run in ./mlflow.db."""
-    synthetic_study(tmp_path / "autotune.db", 30)
-    SweepTracker("rn50", f"sqlite:///{tmp_path}/mlflow.db").start({"space": "resnet50.yaml"})
-    return tmp_path
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 30-trial study in ./autotune.db and its sweep's parent run in ./mlflow.db, made once (MLflow's sqlite
+    schema takes seconds to create): only the first test logs to that run, the others write elsewhere."""
+    folder = tmp_path_factory.mktemp("report-command")
+    synthetic_study(folder / "autotune.db", 30)
+    SweepTracker("rn50", f"sqlite:///{folder}/mlflow.db").start({"space": "resnet50.yaml"})
+    return folder
 
 
 def test_report_writes_the_page_and_pngs_and_logs_them_to_the_parent_run(workdir: Path) -> None:
@@ -54,6 +56,7 @@ def test_report_writes_the_page_and_pngs_and_logs_them_to_the_parent_run(workdir
 
 def test_report_without_a_sweep_run_logs_nowhere(workdir: Path) -> None:
     elsewhere = f"sqlite:///{workdir}/other.db"
+    (workdir / "report.html").unlink(missing_ok=True)  # the default output, which another test writes too
     proc = autotune("report", "--study", "rn50", "--tracking-uri", elsewhere, cwd=workdir)
     assert proc.returncode == 0, proc.stderr
     assert "not logged: no sweep run in" in proc.stdout

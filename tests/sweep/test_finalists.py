@@ -29,13 +29,17 @@ params:
   compile_mode: [{modes}]
 finalists:
   top: 2   # the eager default is passed over: the options change nothing there
-  inductor: {{coordinate_descent_tuning: true, epilogue_fusion: false}}
+  inductor: {{coordinate_descent_tuning: true, epilogue_fusion: false}}{finalist_mode}
 """
 
 
-def sweep(tmp_path: Path, limits: str = "trial_timeout: 5m", modes: str = "none, default") -> tuple[optuna.Study, str]:
+def sweep(
+    tmp_path: Path, limits: str = "trial_timeout: 5m", modes: str = "none, default", finalist_mode: str = ""
+) -> tuple[optuna.Study, str]:
     space = tmp_path / "witness.yaml"
-    space.write_text(SPACE.format(record=tmp_path / "compiles.jsonl", limits=limits, modes=modes))
+    finalists = f"\n  compile_mode: {finalist_mode}" if finalist_mode else ""
+    text = SPACE.format(record=tmp_path / "compiles.jsonl", limits=limits, modes=modes, finalist_mode=finalists)
+    space.write_text(text)
     storage = f"sqlite:///{tmp_path}/study.db"
     options = SweepOptions(storage=storage, tracking=False, remeasure_top=1, remeasure_repeats=1)
     log = tmp_path / "progress.log"
@@ -87,6 +91,9 @@ def test_finalist_runs_with_the_options_ranks_exports_them_and_is_not_run_again(
 
 
 def test_no_finalist_starts_once_the_sweeps_time_limit_has_passed(tmp_path: Path) -> None:
-    study, text = sweep(tmp_path, limits="timeout: 1s, trial_timeout: 5m", modes="default")
+    # The search's one trial is eager, the finalist would compile it (the stage's own compile_mode): a finalist
+    # to run, and no compile before the limit (a cold compile takes 10-20 s on a CPU).
+    study, text = sweep(tmp_path, limits="timeout: 1s, trial_timeout: 5m", modes="none", finalist_mode="default")
     assert len(study.get_trials(deepcopy=False)) == 1  # the search's one trial outlasted the limit
     assert "finalists: the sweep's time limit has passed; no finalist started" in text
+    assert not (tmp_path / "compiles.jsonl").exists()  # nothing compiled

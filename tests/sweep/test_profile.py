@@ -3,6 +3,7 @@ table in the log and on the MLflow parent run with both traces; a resumed sweep 
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -13,30 +14,49 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from autotune.leaderboard import leaderboard
+from autotune.profiling import DEFAULT_STEPS
+from autotune.progress import Progress
+from autotune.space import load_space
 from autotune.studyio import load_study_info
+from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.profile import ATTR_PROFILED
 
 SPACE = """\
 workload: {name: resnet50, preset: tiny}
 device: cpu
 objective: {metric: throughput, direction: maximize}
-budget: {trials: 3, trial_timeout: 2m}
+budget: {trials: 2, trial_timeout: 2m}
 sampler: {name: grid}
 params:
-  batch_size: {choices: [2, 4, 8], ordinal: true, default: 2}
+  batch_size: {choices: [2, 8], ordinal: true, default: 2}
 """
 
 
 def sweep(workdir: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
-    # Re-measure the top 2 once each: the profile must come after it and name its winner.
+    # Re-measure the top 2 (both trials) once each: the profile must come after it and name its winner.
     command = [sys.executable, "-m", "autotune", "sweep", "tiny.yaml", "--profile", "--remeasure-top", "2"]
     command += ["--remeasure-repeats", "1"]
     return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.slow  # two sweeps: three trials, two re-measured, two profiled
-def test_a_profiled_sweep_logs_the_table_and_traces_once(tmp_path: Path) -> None:
+def resume(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The same sweep again, in this process (the command line is the first run's): what it said."""
+    monkeypatch.chdir(workdir)
+    options = SweepOptions(
+        storage=f"sqlite:///{workdir}/autotune.db",
+        tracking_uri=f"sqlite:///{workdir}/mlflow.db",
+        remeasure_top=2,
+        remeasure_repeats=1,
+        profile_steps=DEFAULT_STEPS,
+    )
+    said = io.StringIO()
+    run_sweep(load_space(workdir / "tiny.yaml"), options, Progress(None, None, said))
+    return said.getvalue()
+
+
+@pytest.mark.slow  # two sweeps: two trials, both re-measured, two profiled
+def test_a_profiled_sweep_logs_the_table_and_traces_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "tiny.yaml").write_text(SPACE)
     proc = sweep(tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -60,7 +80,6 @@ def test_a_profiled_sweep_logs_the_table_and_traces_once(tmp_path: Path) -> None
     assert parent.data.metrics["profile_winner_step_ms"] > 0
     assert parent.info.status == "FINISHED"  # the profile came before the run was finished
 
-    again = sweep(tmp_path)
-    assert again.returncode == 0, again.stderr
-    assert f"profile: trials 0 and {winner.trial} were profiled already" in again.stderr
-    assert "profiling the default" not in again.stderr
+    again = resume(tmp_path, monkeypatch)
+    assert f"profile: trials 0 and {winner.trial} were profiled already" in again
+    assert "profiling the default" not in again

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,10 +10,11 @@ from torch.utils.data import DataLoader
 
 from autotune import workloads
 from autotune.errors import AutotuneError
+from autotune.jobspec import TrialSpec
+from autotune.runner import TrialRunner
 from autotune.workloads import gpt2
 from autotune.workloads.hostdata import HostTokens, widen_tokens
 
-REPO = Path(__file__).resolve().parents[2]
 CPU = torch.device("cpu")
 TINY = gpt2.PRESETS["tiny"]
 
@@ -52,14 +49,11 @@ def test_an_unknown_data_mode_is_refused() -> None:
         gpt2.build("tiny", data="files")
 
 
-@pytest.mark.slow  # a fresh `autotune trial` process
+@pytest.mark.slow  # a trial process
 def test_a_host_tokens_trial_runs_in_a_real_process() -> None:
-    args = ["trial", "gpt2", "--preset", "tiny", "--device", "cpu", "-p", "data=host", "--json"]
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune", *args], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout)
+    # What `autotune trial gpt2 -p data=host` runs, here from this process's warm forkserver (`autotune trial`
+    # as a process is tested in tests/test_cli.py).
+    result = TrialRunner().run(TrialSpec("gpt2", {"data": "host"}, "tiny", "cpu"), timeout_s=300).to_dict()
     assert result["status"] == "ok", result["reason"]
     metrics = result["metrics"]
     assert metrics["throughput"] > 0 and metrics["throughput_unit"] == "tokens/s"

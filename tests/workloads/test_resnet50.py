@@ -3,9 +3,7 @@ a trial in a real process, and the shipped resnet50_data.yaml swept (shrunk to a
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import io
 from pathlib import Path
 
 import optuna
@@ -16,20 +14,17 @@ from torch.utils.data import DataLoader
 
 from autotune import studyio, workloads
 from autotune.errors import AutotuneError
+from autotune.jobspec import TrialSpec
+from autotune.progress import Progress
+from autotune.runner import TrialRunner
+from autotune.space import load_space
+from autotune.sweep import SweepOptions, run_sweep
 from autotune.workloads import resnet50
 from autotune.workloads.hostdata import DeviceAugment, HostImageBatches, HostImages, whole_batch
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = torch.device("cpu")
 TINY = resnet50.PRESETS["tiny"]
-
-
-def autotune(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune", *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done
 
 
 def test_synthetic_data_is_what_it_was_and_ignores_the_host_params() -> None:
@@ -71,11 +66,12 @@ def test_an_unknown_data_mode_is_refused() -> None:
         resnet50.build("tiny", data="disk")
 
 
-@pytest.mark.slow  # a fresh `autotune trial` process with two loader workers
+@pytest.mark.slow  # a trial process with two loader workers
 def test_a_host_data_trial_runs_in_a_real_process() -> None:
-    args = ["-p", "data=host", "-p", "augment=gpu", "-p", "fetch=batch", "-p", "num_workers=2"]
-    done = autotune("trial", "resnet50", "--preset", "tiny", "--device", "cpu", *args, "--json")
-    result = json.loads(done.stdout)
+    # What `autotune trial resnet50 -p data=host ...` runs (params as the command line gives them, text), here
+    # from this process's warm forkserver: `autotune trial` as a process is tested in tests/test_cli.py.
+    params = {"data": "host", "augment": "gpu", "fetch": "batch", "num_workers": "2"}
+    result = TrialRunner().run(TrialSpec("resnet50", params, "tiny", "cpu"), timeout_s=300).to_dict()
     assert result["status"] == "ok", result["reason"]
     params, metrics = result["params"], result["metrics"]
     assert (params["data"], params["augment"], params["fetch"], params["num_workers"]) == ("host", "gpu", "batch", 2)
@@ -104,8 +100,11 @@ def _tiny_cpu_data_space() -> dict[str, object]:
 @pytest.mark.slow  # three trial processes
 def test_the_shipped_data_space_sweeps_host_data_trials(tmp_path: Path) -> None:
     (tmp_path / "data.yaml").write_text(yaml.safe_dump(_tiny_cpu_data_space(), sort_keys=False))
-    autotune("sweep", "data.yaml", "--no-mlflow", "--remeasure-top", "0", cwd=tmp_path)
-    study = optuna.load_study(study_name="data", storage=f"sqlite:///{tmp_path}/autotune.db")
+    storage = f"sqlite:///{tmp_path}/autotune.db"
+    # The sweep in this process, its trials in real processes (`autotune sweep` as a process: tests/sweep).
+    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0)
+    run_sweep(load_space(tmp_path / "data.yaml"), options, Progress(None, None, io.StringIO()))
+    study = optuna.load_study(study_name="data", storage=storage)
     trials = studyio.measured_trials(study)
     assert len(trials) == 3
     for trial in trials:

@@ -1,0 +1,57 @@
+"""How much compiling can gain in this study: what lets a trial be pruned before it compiles.
+
+Every compiled trial of a sweep times a few eager steps of its own configuration before compiling
+(:mod:`autotune.eagerprobe`) and records them as ``eager_probe_throughput``; once it has compiled
+and warmed up, its throughput over that figure is what compiling gained for it. The bound a new
+trial is given is the largest such gain among the study's compiled trials, times a margin, and only
+once a few have said: until then nothing is pruned before compiling. A configuration whose eager
+throughput times the bound stays under the pruning line cannot win; every other one compiles.
+
+The gains of every compile mode are pooled: a sweep compiles a few dozen times, and a bound per mode
+would wait for evidence until the sweep is half over. The margin covers what pooling can miss (CUDA
+graphs gain most where launches dominate: small batches). With a gain of 2x seen, the bound is 3x,
+and with the pruning line at half the best only configurations whose eager figure is under a sixth
+of the best stop before compiling.
+
+The bound is per study and learnt from its own trials: no model's or GPU's figure is assumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from autotune.results import Status, TrialResult
+
+__all__ = ["GAIN_MARGIN", "MIN_EVIDENCE", "compile_gain_bound"]
+
+# A configuration's gain can exceed every one seen so far (a smaller batch, where launches dominate,
+# gains more); the margin keeps the bound above that, and only clearly hopeless ones go unmeasured.
+GAIN_MARGIN = 1.5
+MIN_EVIDENCE = 2  # compiled trials with their eager figure before the bound is trusted
+
+
+def compile_gain_bound(params: dict[str, Any], results: Iterable[TrialResult]) -> float | None:
+    """The most compiling may multiply ``params``' eager throughput by, judged from ``results``; None: unknown.
+
+    None too for an eager configuration (no compile to spare) and for too little evidence.
+    """
+    if params.get("compile_mode", "none") == "none":
+        return None
+    gains = [gain for result in results if (gain := _gain(result)) is not None]
+    if len(gains) < MIN_EVIDENCE:
+        return None
+    return max(1.0, *gains) * GAIN_MARGIN
+
+
+def _gain(result: TrialResult) -> float | None:
+    """A compiled trial's throughput over its eager probe; None for any other trial."""
+    if result.status not in (Status.OK, Status.PRUNED) or result.params.get("compile_mode", "none") == "none":
+        return None
+    metrics = result.metrics
+    if metrics.get("pruned_before_compile"):
+        return None  # its throughput is the bound it was pruned on, not a measurement
+    eager, compiled = metrics.get("eager_probe_throughput"), metrics.get("throughput")
+    if not isinstance(eager, int | float) or not isinstance(compiled, int | float) or eager <= 0:
+        return None
+    return float(compiled) / float(eager)

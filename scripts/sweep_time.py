@@ -1,0 +1,66 @@
+"""Where a study's trial time went: all, compiling, in pruned trials (before compiling, or after); trials per hour.
+
+    python scripts/sweep_time.py --study resnet50 [--storage sqlite:///autotune.db] [--json]
+
+Reads any autotune study, also one written by an earlier autotune version (it needs only the trials'
+results and times), so a sweep's compile economy can be compared before and after a change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import optuna
+
+from autotune import studyio
+from autotune.results import Status
+from autotune.sweep.ledger import TrialLedger
+from autotune.sweep.options import SweepSummary
+from autotune.sweep.summary import account_time, economy_line
+
+
+def figures(study: optuna.Study) -> dict[str, float | str]:
+    """Trial counts, seconds and trials per hour of the study's measured trials."""
+    info = studyio.load_study_info(study)
+    objectives = info.objectives if info is not None else (("throughput", "maximize"),)
+    measured = TrialLedger(study, objectives).measured
+    summary = SweepSummary(study.study_name)
+    account_time(measured, summary)
+    starts = [m.trial.datetime_start for m in measured if m.trial.datetime_start]
+    ends = [m.trial.datetime_complete for m in measured if m.trial.datetime_complete]
+    span_h = (max(ends) - min(starts)).total_seconds() / 3600 if starts and ends else 0.0
+    early = [m for m in measured if m.result.metrics.get("pruned_before_compile")]
+    return {
+        "measured": len(measured),
+        "ok": sum(1 for m in measured if m.result.status is Status.OK),
+        "pruned": sum(1 for m in measured if m.result.status is Status.PRUNED),
+        "pruned_before_compile": len(early),
+        "trial_s": summary.trial_s,
+        "compile_s": summary.compile_s,
+        "pruned_s": summary.pruned_s,
+        "pruned_share": summary.pruned_share or 0.0,
+        "span_s": span_h * 3600,
+        "trials_per_hour": len(measured) / span_h if span_h else 0.0,
+        "line": economy_line(summary) or "",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", required=True)
+    parser.add_argument("--storage", default=studyio.DEFAULT_STORAGE)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    result = figures(optuna.load_study(study_name=args.study, storage=args.storage))
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(result.pop("line"))
+    for key, value in result.items():
+        print(f"  {key}: {value:,.1f}" if isinstance(value, float) else f"  {key}: {value}")
+
+
+if __name__ == "__main__":
+    main()
