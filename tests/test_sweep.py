@@ -100,7 +100,8 @@ def check_remeasured_metric(uri: str, study: optuna.Study) -> None:
     assert experiment is not None
     runs = client.search_runs([experiment.experiment_id], "tags.`autotune.role` = 'trial'", max_results=1000)
     logged = {int(r.data.tags["autotune.trial"]): r.data.metrics.get("remeasured_throughput") for r in runs}
-    assert {n: v for n, v in logged.items() if v is not None} == pytest.approx(medians)
+    # MLflow gets metrics to 6 significant digits (autotune.tracking), the study keeps them whole.
+    assert {n: v for n, v in logged.items() if v is not None} == pytest.approx(medians, rel=1e-5)
 
 
 def study_exists(workdir: Path) -> bool:
