@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from mlflow.entities import Run
 
+from autotune import leaderboard
 from autotune.tracking.schema import REMEASURED_THROUGHPUT, SPEEDUP, TAG_DEFAULT, TAG_STATUS, THROUGHPUT
 
 __all__ = ["baseline", "is_default", "is_ok", "ranked_throughput", "speedup", "stale_speedups"]
@@ -28,8 +29,10 @@ def ranked_throughput(metrics: Mapping[str, float]) -> float | None:
 
 
 def speedup(throughput: float, baseline_throughput: float) -> float:
-    """``throughput`` over the default's, to 4 decimals (finer is below any measurement's noise)."""
-    return round(throughput / baseline_throughput, 4)
+    """``throughput`` over the default's (the leaderboard's ratio), to 4 decimals (finer is below any noise)."""
+    ratio = leaderboard.speedup(throughput, baseline_throughput, "maximize")
+    assert ratio is not None, f"{baseline_throughput=} must be positive"  # baseline() gives only positive ones
+    return round(ratio, 4)
 
 
 def is_ok(run: Run) -> bool:
