@@ -325,7 +325,8 @@ def report(study_name: str, storage: str, output: Path, tracking_uri: str | None
 
 
 def _open_study(name: str, storage: str) -> tuple[Any, Any]:
-    from autotune.studyio import load_existing_study, load_study_info
+    from autotune.records import load_study_info
+    from autotune.studyio import load_existing_study
 
     study = load_existing_study(name, storage)
     info = load_study_info(study)

@@ -31,11 +31,10 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune import studyio
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
+from autotune.records import StudyRecords, TrialRecord, schema
 from autotune.space import Space
-from autotune.studyio import TrialKind
 
 __all__ = ["Evidence", "load_evidence"]
 
@@ -100,7 +99,7 @@ class Evidence:
                 for t in trials
                 if t.number >= 0
                 and t.state is TrialState.COMPLETE
-                and t.user_attrs.get(studyio.ATTR_DEFAULT)
+                and t.user_attrs.get(schema.ATTR_DEFAULT)
                 and all(c <= 0 for c in t.constraints.values())
             ),
             None,
@@ -150,20 +149,18 @@ def load_evidence(name: str, storage: optuna.storages.BaseStorage, space: Space,
     if name not in names:
         raise AutotuneError(f"--warm-start {name}: no such study in this storage (studies there: {', '.join(names)})")
     other = optuna.load_study(study_name=name, storage=storage)
-    if studyio.load_study_info(other) is None:
+    if schema.load_study_info(other) is None:
         raise AutotuneError(f"--warm-start {name}: that study was not made by autotune sweep")
     return from_study(other, space)
 
 
 def from_study(other: optuna.Study, space: Space) -> Evidence:
     """The evidence in ``other`` for a sweep of ``space`` (see the module docstring)."""
-    measured = [
-        t
-        for t in other.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if studyio.trial_kind(t) is TrialKind.MEASURED and studyio.trial_result(t) is not None
-    ]
+    info = schema.load_study_info(other)
+    objectives = info.objectives if info is not None else tuple((o.metric, o.direction) for o in space.objectives)
+    measured = [r for r in StudyRecords(other, objectives).measured if r.state is TrialState.COMPLETE]
     searched = {name for name, spec in space.params.items() if spec.kind != "fixed"}
-    theirs = {name for t in measured for name in studyio.trial_params(t)}
+    theirs = {name for r in measured for name in r.params}
     if measured and not searched & theirs:
         raise AutotuneError(
             f"--warm-start {other.study_name}: it has no param in common with this space's searched params "
@@ -179,34 +176,34 @@ def from_study(other: optuna.Study, space: Space) -> Evidence:
     )
 
 
-def _default_values(measured: list[FrozenTrial], space: Space) -> tuple[float, ...] | None:
+def _default_values(measured: list[TrialRecord], space: Space) -> tuple[float, ...] | None:
     """The objective values of the other study's default configuration (None: it has no feasible one)."""
-    for trial in measured:
-        if trial.user_attrs.get(studyio.ATTR_DEFAULT):
-            point = _point(trial, space, in_space=False)  # its default need not lie in this space
+    for record in measured:
+        if record.default:
+            point = _point(record, space, in_space=False)  # its default need not lie in this space
             if point is not None and point.values is not None and point.violation <= 0:
                 return point.values
     return None
 
 
-def _point(trial: FrozenTrial, space: Space, *, in_space: bool = True) -> _Point | None:
-    """``trial`` as evidence for ``space``; None if it cannot be placed there (or lacks an objective)."""
-    result = studyio.trial_result(trial)
-    assert result is not None
-    view = space.sampler_params(studyio.trial_params(trial))
+def _point(record: TrialRecord, space: Space, *, in_space: bool = True) -> _Point | None:
+    """``record`` as evidence for ``space``; None if it cannot be placed there (or lacks an objective)."""
+    result = record.result
+    assert result is not None  # a measured record has one
+    view = space.sampler_params(record.params)
     if view is None and in_space:
         return None
     params, distributions = view if view is not None else ({}, {})
     if not result.ok:
-        if trial.user_attrs.get(studyio.ATTR_VIOLATION, 0.0) <= 0:
+        if (record.violation or 0.0) <= 0:
             return None  # COMPLETE but neither ok nor infeasible: nothing to learn from
-        return _Point(params, distributions, None, 1.0, trial.datetime_start, trial.datetime_complete)
+        return _Point(params, distributions, None, 1.0, record.started, record.ended)
     try:
         values = tuple(float(result.metrics[o.metric]) for o in space.objectives)
     except (KeyError, TypeError, ValueError):
         return None
     violation = max((_violation(c, result.metrics) for c in space.constraints), default=-1.0)
-    return _Point(params, distributions, values, violation, trial.datetime_start, trial.datetime_complete)
+    return _Point(params, distributions, values, violation, record.started, record.ended)
 
 
 def _violation(constraint: Expression, metrics: dict[str, Any]) -> float:

@@ -43,13 +43,13 @@ from typing import Any
 import optuna
 import torch
 import yaml
-from optuna.trial import FrozenTrial
 
-from autotune import __version__, leaderboard, studyio
+from autotune import __version__
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.errors import AutotuneError
+from autotune.records import StudyInfo, StudyRecords, TrialRecord
 from autotune.results import TrialResult
-from autotune.studyio import StudyInfo, redact_url
+from autotune.studyio import redact_url
 from autotune.tuned import SCHEMA_VERSION, TunedConfig, shape_key
 
 __all__ = [
@@ -105,50 +105,46 @@ def _listed_kernels(result: TrialResult) -> dict[str, Any]:
     return {path: {key: pinned[key] for key in keep if key in pinned} for path, pinned in result.kernels.items()}
 
 
-def _trial_metrics(info: StudyInfo, row: leaderboard.LeaderboardRow) -> dict[str, Any]:
-    """The numbers a reader of the file wants: objectives, memory, speed-up, re-measurements."""
-    wanted = [m for m, _ in info.objectives] + ["throughput_unit", "peak_mem_gib"]
-    metrics = {m: row.metrics[m] for m in wanted if m in row.metrics}
-    if row.speedup is not None:
-        metrics["speedup_vs_default"] = round(row.speedup, 4)
-    if row.remeasured:
-        metrics["remeasured"] = dict(row.remeasured)
+def _trial_metrics(records: StudyRecords, record: TrialRecord) -> dict[str, Any]:
+    """The numbers a reader of the file wants, as the record model ranks them: the objectives (the re-measured
+    medians where there are some), memory, speedup over the default, the first measurement, the re-measurements."""
+    ranked = record.metrics
+    wanted = [m for m, _ in records.objectives] + ["throughput_unit", "peak_mem_gib", "step_ms_p50"]
+    metrics: dict[str, Any] = {m: ranked[m] for m in wanted if m in ranked}
+    metrics["value_is"] = record.value_is
+    if (speedup := records.speedup(record)) is not None:
+        metrics["speedup_vs_default"] = round(speedup, 4)
+    if record.remeasured is not None:
+        first = record.first_metrics
+        metrics["first_measurement"] = {m: first[m] for m, _ in records.objectives if m in first}
+        metrics["remeasured"] = record.remeasured.to_dict()
     return metrics
 
 
-def _provenance(
-    study: optuna.Study,
-    info: StudyInfo,
-    rows: list[leaderboard.LeaderboardRow],
-    row: leaderboard.LeaderboardRow,
-    trial: FrozenTrial,
-    storage: str,
-) -> dict[str, Any]:
-    result = studyio.trial_result(trial)
-    assert result is not None  # a leaderboard row is a trial with a result
+def _provenance(records: StudyRecords, record: TrialRecord, storage: str) -> dict[str, Any]:
+    assert record.result is not None  # a chosen trial is a measured one
     provenance: dict[str, Any] = {
-        "study": study.study_name,
+        "study": records.study.study_name,
         "storage": redact_url(storage) if storage else None,
-        "trial": row.trial,
-        "objectives": [{"metric": m, "direction": d} for m, d in info.objectives],
-        "metrics": _trial_metrics(info, row),
-        "env": dict(result.env),
-        "trial_params": studyio.trial_params(trial),  # what `autotune verify` re-runs
-        "default": _default_trial(study, rows),
-        "mlflow_run_id": trial.user_attrs.get(studyio.ATTR_MLFLOW_RUN),
+        "trial": record.number,
+        "objectives": [{"metric": m, "direction": d} for m, d in records.objectives],
+        "metrics": _trial_metrics(records, record),
+        "env": dict(record.result.env),
+        "trial_params": record.params,  # what `autotune verify` re-runs
+        "default": _default_trial(records),
+        "mlflow_run_id": record.mlflow_run_id,
         "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "autotune_version": __version__,
     }
     return {k: v for k, v in provenance.items() if v is not None}
 
 
-def _default_trial(study: optuna.Study, rows: list[leaderboard.LeaderboardRow]) -> dict[str, Any] | None:
-    """The PyTorch-default trial the speedup is measured against: its number, params and figure."""
-    row = next((r for r in rows if r.default and r.ok), None)
-    if row is None:
+def _default_trial(records: StudyRecords) -> dict[str, Any] | None:
+    """The PyTorch-default trial the speedup is measured against: its number, params and ranked figure."""
+    default = records.default
+    if default is None or not default.ok:
         return None
-    trial = next(t for t in studyio.measured_trials(study) if t.number == row.trial)
-    return {"trial": row.trial, "params": studyio.trial_params(trial), "value": row.value}
+    return {"trial": default.number, "params": default.params, "value": default.value}
 
 
 def _workload(info: StudyInfo) -> dict[str, Any]:
@@ -161,16 +157,9 @@ def _workload(info: StudyInfo) -> dict[str, Any]:
     return {**workload, "args": args} if args else workload
 
 
-def _config(
-    study: optuna.Study,
-    info: StudyInfo,
-    rows: list[leaderboard.LeaderboardRow],
-    row: leaderboard.LeaderboardRow,
-    storage: str,
-) -> TunedConfig:
-    trial = next(t for t in studyio.measured_trials(study) if t.number == row.trial)
-    result = studyio.trial_result(trial)
-    assert result is not None  # a leaderboard row is a trial with a result
+def _config(records: StudyRecords, info: StudyInfo, record: TrialRecord, storage: str) -> TunedConfig:
+    result = record.result
+    assert result is not None  # a chosen trial is a measured one
     # result.params are the resolved params the trial ran with (all knobs, the batch size it used).
     resolved = {k: v for k, v in result.params.items() if v is not None}
     tuned_knobs = {k: resolved[k] for k in knobs_mod.KNOB_SPECS if k in resolved}  # in the knobs' own order
@@ -183,7 +172,7 @@ def _config(
         params={k: v for k, v in resolved.items() if k not in knobs_mod.KNOB_SPECS and k not in kernel_params},
         workload=_workload(info),
         kernels={**_kernels(info, result), **_listed_kernels(result)},
-        provenance=_provenance(study, info, rows, row, trial, storage),
+        provenance=_provenance(records, record, storage),
     )
 
 
@@ -191,10 +180,7 @@ def _headline(provenance: dict[str, Any]) -> str:
     """``: throughput 6,847 images/s (3.25x PyTorch defaults)`` for the file's first comment lines."""
     metrics = provenance.get("metrics", {})
     metric = provenance["objectives"][0]["metric"]
-    remeasured = metrics.get("remeasured") or {}
-    value = metrics.get(metric)
-    if remeasured.get("median") is not None and remeasured.get("metric", metric) == metric:
-        value = remeasured["median"]
+    value = metrics.get(metric)  # the ranked figure: the re-measured median where there is one
     if not isinstance(value, int | float):
         return ""
     number = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
@@ -241,16 +227,22 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def export(
-    study: optuna.Study, info: StudyInfo, path: str | os.PathLike[str], *, rule: str | None = None, storage: str = ""
+    study: optuna.Study,
+    info: StudyInfo,
+    path: str | os.PathLike[str],
+    *,
+    rule: str | None = None,
+    storage: str = "",
+    records: StudyRecords | None = None,
 ) -> TunedConfig:
-    """Write the chosen trial (rank 1, or the best satisfying ``rule``) to ``path`` as YAML.
+    """Write the chosen trial (the winner, or the best satisfying ``rule``) to ``path`` as YAML.
 
-    ``storage`` is the study's storage URL, recorded in the provenance without its password.
-    Raises :class:`AutotuneError` when no trial qualifies.
+    ``storage`` is the study's storage URL, recorded in the provenance without its password; ``records``
+    the study's records when the caller has them (else they are read). Raises :class:`AutotuneError` when
+    no trial qualifies.
     """
-    rows = leaderboard.leaderboard(study, info)
-    row = leaderboard.choose(rows, rule, info)
-    config = _config(study, info, rows, row, storage)
+    records = records if records is not None else StudyRecords.read(study, info)
+    config = _config(records, info, records.choose(rule), storage)
     if rule is not None:
         config.provenance["rule"] = rule
     target = Path(path)

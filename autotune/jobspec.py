@@ -60,6 +60,7 @@ class Pruning:
 
     below: float | None = None
     compile_gain: float | None = None
+    basis: str | None = None  # what ``below`` is, for the pruned trial's reason: "0.5 x trial 12's 341.8, ..."
 
 
 @dataclass(frozen=True)

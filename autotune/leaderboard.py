@@ -1,17 +1,14 @@
-"""The leaderboard of a study: measured trials ranked, the winner chosen, rendered for people and tools.
+"""The leaderboard of a study: the record model's ranking rendered for people and tools.
 
 Only measured trials appear (rejected and duplicate trials cost no GPU time and repeat nothing new).
-Rows come in three groups:
+Rows come in three groups, as :class:`~autotune.records.StudyRecords` ranks them:
 
-1. feasible ok trials, ranked by the first objective; a trial re-measured in fresh processes ranks
-   by the median of those runs, so a winner must hold up rather than win one noisy measurement;
+1. feasible ok trials, ranked by the first objective (a trial re-measured in fresh processes ranks
+   by the median of those runs, and its other metrics are those runs' medians);
 2. ok trials that broke a metric constraint, unranked;
-3. failures (oom, crash, timeout ...), unranked, oldest first.
+3. pruned and failed trials (oom, crash, timeout ...), unranked, oldest first.
 
-``speedup`` compares each value with the PyTorch-default trial's (> 1 is better in either
-direction). With several objectives, ``pareto`` marks the feasible ok trials that no other feasible
-ok trial beats on every objective. ``input_bound`` marks ok trials that waited for input more than a
-tenth of their step time (the table says how much): their speed is the data path's, not the model's.
+Nothing here decides what is feasible, what ranks first or by which number: the rows only render it.
 """
 
 from __future__ import annotations
@@ -19,22 +16,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import optuna
-from optuna.trial import FrozenTrial
 
-from autotune import studyio
 from autotune.errors import AutotuneError
-from autotune.expr import Expression
+from autotune.records import StudyInfo, StudyRecords, TrialRecord
+from autotune.records.trial import finite
 from autotune.report import format_params
-from autotune.results import Status, TrialResult
-from autotune.studyio import StudyInfo
 
-__all__ = ["LeaderboardRow", "best_trial", "choose", "leaderboard", "objective_value", "render", "speedup"]
+__all__ = ["LeaderboardRow", "leaderboard", "render", "rows"]
 
 Format = Literal["table", "json", "csv"]
 FORMATS: tuple[Format, ...] = ("table", "json", "csv")
@@ -52,10 +45,11 @@ _METRIC_COLUMNS = (("step p50 ms", "step_ms_p50"), ("peak GiB", "peak_mem_gib"),
 
 @dataclass(frozen=True)
 class LeaderboardRow:
-    """One measured trial as the leaderboard shows it.
+    """One measured trial as the leaderboard shows it: its record, rendered.
 
-    ``value`` is the first objective's value used for ranking (the re-measured median when there
-    is one); ``rank`` is None for trials that are not feasible and ok.
+    ``value`` is the first objective's ranked value (the re-measured median when there is one, as
+    ``value_is`` says), ``metrics`` the trial's metrics as ranked; ``rank`` is None for trials that do not
+    rank; ``outcome`` is ok, infeasible, pruned, oom, crash ...
     """
 
     rank: int | None
@@ -71,179 +65,47 @@ class LeaderboardRow:
     default: bool
     feasible: bool
     input_bound: bool = False
+    outcome: str = ""
+    value_is: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.status == Status.OK.value
+        return self.status == "ok"
 
 
-# --- building rows -----------------------------------------------------------------------------
+def _row(records: StudyRecords, record: TrialRecord) -> LeaderboardRow:
+    assert record.result is not None  # measured trials have a result
+    return LeaderboardRow(
+        rank=records.rank(record.number),
+        trial=record.number,
+        params=record.params,
+        status=record.result.status.value,
+        reason=record.reason,
+        metrics=record.metrics,
+        value=record.value,
+        speedup=records.speedup(record),
+        remeasured=record.remeasured.to_dict() if record.remeasured is not None else None,
+        pareto=record.number in records.pareto,
+        default=record.default,
+        feasible=record.feasible,
+        input_bound=record.input_bound,
+        outcome=record.outcome,
+        value_is=record.value_is if record.ok else "",
+    )
 
 
-def _number(value: Any) -> float | None:
-    """A finite float, or None (a missing metric, a string, NaN: nothing to rank by)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def objective_value(metric: str, result: TrialResult, remeasured: Mapping[str, Any] | None) -> float | None:
-    """The value of one objective: the re-measured median when that metric was re-measured."""
-    if remeasured and remeasured.get("metric", metric) == metric and _number(remeasured.get("median")):
-        return _number(remeasured["median"])
-    return _number(result.metrics.get(metric))
-
-
-def _better(a: float, b: float, direction: str) -> bool:
-    return a > b if direction == "maximize" else a < b
-
-
-def speedup(value: float | None, baseline: float | None, direction: str) -> float | None:
-    """``value`` over the PyTorch-default ``baseline``, so that > 1 is better in either direction."""
-    if value is None or baseline is None:
-        return None
-    ratio = (value, baseline) if direction == "maximize" else (baseline, value)
-    return ratio[0] / ratio[1] if ratio[1] > 0 else None
-
-
-def _dominates(a: Sequence[float], b: Sequence[float], directions: Sequence[str]) -> bool:
-    """a is no worse than b on every objective and better on at least one."""
-    no_worse = all(not _better(y, x, d) for x, y, d in zip(a, b, directions, strict=True))
-    return no_worse and any(_better(x, y, d) for x, y, d in zip(a, b, directions, strict=True))
-
-
-@dataclass(frozen=True)
-class _Measured:
-    """A measured trial's facts before ranking."""
-
-    trial: FrozenTrial
-    result: TrialResult
-    remeasured: dict[str, Any] | None
-    objectives: tuple[float | None, ...]
-
-    @property
-    def value(self) -> float | None:
-        return self.objectives[0]
-
-    @property
-    def is_default(self) -> bool:
-        return bool(self.trial.user_attrs.get(studyio.ATTR_DEFAULT))
-
-    @property
-    def feasible(self) -> bool:
-        violation = _number(self.trial.user_attrs.get(studyio.ATTR_VIOLATION)) or 0.0
-        return self.result.ok and violation <= 0 and self.value is not None
-
-
-def _collect(study: optuna.Study, info: StudyInfo) -> list[_Measured]:
-    out = []
-    study_attrs = study.user_attrs  # one query, not one per trial (the sweep ranks after every trial)
-    for trial in studyio.measured_trials(study):
-        result = studyio.trial_result(trial)
-        assert result is not None  # measured_trials keeps only trials with a result
-        remeasured = studyio.remeasured(study, trial, study_attrs)
-        objectives = tuple(objective_value(metric, result, remeasured) for metric, _ in info.objectives)
-        out.append(_Measured(trial, result, remeasured, objectives))
-    return out
-
-
-def _baseline(measured: Sequence[_Measured]) -> float | None:
-    """The first objective's value of the ok PyTorch-default trial, the yardstick of ``speedup``."""
-    defaults = [m for m in measured if m.is_default and m.result.ok and m.value is not None]
-    return defaults[0].value if defaults else None
-
-
-def _pareto_front(measured: Sequence[_Measured], directions: Sequence[str]) -> set[int]:
-    """Numbers of the feasible trials that no other feasible trial dominates.
-
-    O(n^2): a sweep holds hundreds of trials, not millions.
-    """
-    points = {
-        m.trial.number: [v for v in m.objectives if v is not None]
-        for m in measured
-        if m.feasible and None not in m.objectives
-    }
-    return {
-        number
-        for number, point in points.items()
-        if not any(_dominates(other, point, directions) for n, other in points.items() if n != number)
-    }
-
-
-def _order(measured: Sequence[_Measured], direction: str) -> list[tuple[int | None, _Measured]]:
-    """Ranked feasible trials, then ok-but-infeasible ones, then failures (each by trial number)."""
-    sign = -1.0 if direction == "maximize" else 1.0
-    feasible = sorted((m for m in measured if m.feasible), key=lambda m: (sign * (m.value or 0.0), m.trial.number))
-    infeasible = [m for m in measured if m.result.ok and not m.feasible]
-    failed = [m for m in measured if not m.result.ok]
-    by_number = sorted(infeasible, key=lambda m: m.trial.number) + sorted(failed, key=lambda m: m.trial.number)
-    return [(i + 1, m) for i, m in enumerate(feasible)] + [(None, m) for m in by_number]
+def rows(records: StudyRecords) -> list[LeaderboardRow]:
+    """Every measured trial as a row: ranked ones first, then ok trials that broke a constraint, then the rest."""
+    ranked = records.ranked
+    shown = {r.number for r in ranked}
+    infeasible = [r for r in records.measured if r.number not in shown and r.ok]
+    rest = [r for r in records.measured if r.number not in shown and not r.ok]
+    return [_row(records, record) for record in [*ranked, *infeasible, *rest]]
 
 
 def leaderboard(study: optuna.Study, info: StudyInfo) -> list[LeaderboardRow]:
-    """The study's measured trials as rows: ranked feasible ones first (see the module docstring)."""
-    measured = _collect(study, info)
-    directions = [direction for _, direction in info.objectives]
-    front = _pareto_front(measured, directions) if len(directions) > 1 else set()
-    baseline = _baseline(measured)
-    return [
-        LeaderboardRow(
-            rank=rank,
-            trial=m.trial.number,
-            params=studyio.trial_params(m.trial),
-            status=m.result.status.value,
-            reason=m.trial.user_attrs.get(studyio.ATTR_REASON) or m.result.reason,
-            metrics=dict(m.result.metrics),
-            value=m.value if m.result.ok else None,
-            speedup=speedup(m.value, baseline, directions[0]) if m.result.ok else None,
-            remeasured=m.remeasured,
-            pareto=m.trial.number in front,
-            default=m.is_default,
-            feasible=m.feasible,
-            input_bound=m.result.input_bound,
-        )
-        for rank, m in _order(measured, directions[0])
-    ]
-
-
-def best_trial(study: optuna.Study, info: StudyInfo) -> FrozenTrial | None:
-    """The rank-1 trial (the re-measured median decides where there is one), or None."""
-    rows = leaderboard(study, info)
-    if not rows or rows[0].rank != 1:
-        return None
-    return next(t for t in studyio.measured_trials(study) if t.number == rows[0].trial)
-
-
-# --- choosing ----------------------------------------------------------------------------------
-
-
-def _rule_variables(row: LeaderboardRow) -> dict[str, Any]:
-    """What a rule may name: params and metrics, the re-measured median standing in for its metric."""
-    variables = {**row.params, **row.metrics}
-    if row.remeasured and _number(row.remeasured.get("median")) is not None:
-        variables[row.remeasured.get("metric", "")] = row.remeasured["median"]
-    return variables
-
-
-def choose(rows: Sequence[LeaderboardRow], rule: str | None, info: StudyInfo) -> LeaderboardRow:
-    """The row to export: rank 1, or with ``rule`` the best-ranked feasible row that satisfies it.
-
-    ``rule`` is an :class:`~autotune.expr.Expression` over the row's metrics and params (e.g.
-    ``peak_mem_gib <= 40``). With several objectives, Pareto rows are tried before the others.
-    Raises :class:`AutotuneError` when no row qualifies.
-    """
-    ranked = sorted((r for r in rows if r.rank is not None), key=lambda r: r.rank or 0)
-    if not ranked:
-        raise AutotuneError(f"no feasible ok trial to choose from ({len(rows)} measured trials)")
-    if rule is None:
-        return ranked[0]
-    expression = Expression(rule)
-    if len(info.objectives) > 1:
-        ranked.sort(key=lambda r: not r.pareto)  # stable: rank order kept within each group
-    for row in ranked:
-        if expression.evaluate(_rule_variables(row)):
-            return row
-    raise AutotuneError(f"no feasible ok trial satisfies {expression.text!r} ({len(ranked)} checked)")
+    """The study's measured trials as rows, read from the storage (see :func:`rows`)."""
+    return rows(StudyRecords.read(study, info))
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -264,12 +126,12 @@ def _value_text(row: LeaderboardRow, metric: str) -> str:
     if row.value is None:
         return "-"
     text = f"{_fmt_number(row.value)} {_unit(metric, row.metrics)}".rstrip()
-    cv = _number((row.remeasured or {}).get("cv"))
+    cv = finite((row.remeasured or {}).get("cv"))
     return f"{text} ±{cv:.1%}" if cv is not None else text
 
 
 def _metric_text(row: LeaderboardRow, metric: str) -> str:
-    value = _number(row.metrics.get(metric))
+    value = finite(row.metrics.get(metric))
     return "-" if value is None or not row.ok else _fmt_number(value)
 
 
@@ -283,12 +145,10 @@ def _status_text(row: LeaderboardRow) -> str:
         notes.append(f"median of {len(row.remeasured['values'])}")
     if row.input_bound:
         notes.append(f"input-bound: {row.metrics['data_wait_frac']:.0%} waiting for data")
-    if row.ok and not row.feasible:
-        head = "infeasible" + (f": {_clip(row.reason, _REASON_WIDTH)}" if row.reason else "")
-    elif not row.ok:
-        head = row.status + (f": {_clip(row.reason, _REASON_WIDTH)}" if row.reason else "")
+    if row.outcome == "ok":
+        head = row.outcome
     else:
-        head = row.status
+        head = row.outcome + (f": {_clip(row.reason, _REASON_WIDTH)}" if row.reason else "")
     return f"{head} ({', '.join(notes)})" if notes else head
 
 
@@ -355,7 +215,8 @@ def _csv(rows: Sequence[LeaderboardRow], info: StudyInfo) -> str:
     params = list(dict.fromkeys(k for r in rows for k in r.params))
     metrics = list(dict.fromkeys(k for r in rows for k in r.metrics))
     metric_names = {m: f"metric_{m}" if m in params else m for m in metrics}  # a clash keeps both
-    head = ["rank", "trial", "status", "reason", "default", "feasible", "pareto", "input_bound", "value", "speedup"]
+    head = ["rank", "trial", "outcome", "status", "reason", "default", "feasible", "pareto", "input_bound", "value"]
+    head += ["value_is", "speedup"]
     head += ["remeasured_median", "remeasured_cv"]
     out = io.StringIO()
     writer = csv.DictWriter(out, [*head, *params, *metric_names.values()], lineterminator="\n")
@@ -363,9 +224,9 @@ def _csv(rows: Sequence[LeaderboardRow], info: StudyInfo) -> str:
     for row in rows:
         remeasured = row.remeasured or {}
         record: dict[str, Any] = {
-            "rank": row.rank, "trial": row.trial, "status": row.status, "reason": row.reason,
+            "rank": row.rank, "trial": row.trial, "outcome": row.outcome, "status": row.status, "reason": row.reason,
             "default": row.default, "feasible": row.feasible, "pareto": row.pareto, "input_bound": row.input_bound,
-            "value": row.value, "speedup": row.speedup,
+            "value": row.value, "value_is": row.value_is, "speedup": row.speedup,
             "remeasured_median": remeasured.get("median"), "remeasured_cv": remeasured.get("cv"),
         }  # fmt: skip
         record |= {k: row.params.get(k) for k in params}

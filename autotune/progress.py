@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from autotune.studyio import Tally
+    from autotune.records import StudyRecords, Tally
 
-__all__ = ["Progress", "format_duration"]
+__all__ = ["Progress", "format_duration", "winner_text"]
 
 
 def format_duration(seconds: float) -> str:
@@ -22,6 +22,21 @@ def format_duration(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def winner_text(records: StudyRecords) -> str:
+    """The winner as the progress line shows it: ``t012 341.8 images/s (2.10x default)``, and ``median of 3
+    re-measurements`` in the brackets once it was re-measured."""
+    winner = records.winner
+    if winner is None or winner.value is None:
+        return "none yet"
+    unit = winner.metrics.get("throughput_unit", "") if records.metric == "throughput" else ""
+    speedup = records.speedup(winner)
+    notes = [f"{speedup:.2f}x default"] if speedup else []
+    if winner.remeasured is not None:
+        notes.append(winner.value_is)
+    text = f"t{winner.number:03d} {winner.value:,.4g} {unit}".rstrip()
+    return f"{text} ({', '.join(notes)})" if notes else text
 
 
 @dataclass

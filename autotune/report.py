@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.results import TrialResult
+
+if TYPE_CHECKING:
+    from autotune.sweep.options import SweepSummary
 
 __all__ = ["format_params", "trial_summary"]
 
@@ -69,28 +72,29 @@ def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
     return "\n".join([head, *(f"  {label:<12} {text}" for label, text in rows if text)])
 
 
-def _outcomes(summary: Any) -> str:
-    ok = summary.measured - summary.pruned - summary.failed
-    pruned = f", {summary.pruned} pruned" if summary.pruned else ""
-    return f"{ok} ok{pruned}, {summary.failed} failed"
+def _outcomes(summary: SweepSummary) -> str:
+    tally = summary.tally
+    infeasible = f" ({tally.infeasible} broke a constraint)" if tally.infeasible else ""
+    pruned = f", {tally.pruned} pruned" if tally.pruned else ""
+    return f"{tally.ok} ok{infeasible}{pruned}, {tally.failed} failed"
 
 
-def sweep_summary(summary: Any, storage: str) -> str:
-    """The last lines of a sweep: why it stopped, the best trial, the leaderboard, what to run next."""
+def sweep_summary(summary: SweepSummary, storage: str) -> str:
+    """The last lines of a sweep: why it stopped, the winner, the leaderboard, what to run next."""
+    from autotune.studyio import DEFAULT_STORAGE, redact_url
+
     lines = [
         f"sweep {summary.study_name}: {summary.stop_reason} in {summary.wall_s / 60:.1f} min; "
         f"{summary.measured} measured ({_outcomes(summary)}), {summary.skipped} not run (duplicates, rejected)",
     ]
-    if summary.best_trial is not None:
+    if summary.best_trial is not None and summary.best_value is not None:
         speedup = f", {summary.speedup:.2f}x the PyTorch defaults" if summary.speedup else ""
-        lines.append(f"best: trial {summary.best_trial} ({summary.best_value:,.6g}{speedup})")
-    from autotune.sweep.summary import economy_line
-
-    if economy := economy_line(summary):
+        lines.append(f"best: trial {summary.best_trial} ({summary.best_value:,.6g}, {summary.best_value_is}{speedup})")
+    if summary.faster_infeasible:
+        lines.append(f"{summary.faster_infeasible} trial(s) measured faster but broke a constraint: they do not rank")
+    if economy := summary.time.line():
         lines.append(economy)
-    from autotune.studyio import redact_url
-
-    store = "" if storage == "sqlite:///autotune.db" else f" --storage '{redact_url(storage)}'"
+    store = "" if storage == DEFAULT_STORAGE else f" --storage '{redact_url(storage)}'"
     lines += ["", summary.leaderboard]
     if storage != "memory":  # an in-memory study is gone when the sweep ends
         lines += ["", f"next: autotune export --study {summary.study_name}{store} -o tuned.yaml"]

@@ -1,8 +1,9 @@
 """``autotune status --study NAME``: a running sweep seen from another terminal, read from its storage.
 
-Everything comes from the Optuna storage (the study is the truth, wherever its workers run): the
-measured trials and how they ended, the trials running now with their worker and for how long, the
-best so far, and an estimate of the time left from the budget and the measured trials' pace.
+Everything comes from the Optuna storage through the record model (the study is the truth, wherever
+its workers run): the measured trials and how they ended, the trials running now with their worker and
+for how long, the winner so far as every other view names it, where the trial time went, and an
+estimate of the time left from the budget and the measured trials' pace.
 """
 
 from __future__ import annotations
@@ -13,17 +14,13 @@ from datetime import datetime
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
 
-from autotune import studyio
 from autotune.errors import AutotuneError
-from autotune.progress import format_duration
+from autotune.progress import format_duration, winner_text
+from autotune.records import StudyInfo, StudyRecords, Tally, TrialRecord, schema
 from autotune.report import format_params
-from autotune.studyio import StudyInfo
 
 __all__ = ["SweepStatus", "sweep_status"]
-
-GPU_ATTR = "autotune.gpu"  # the GPU a worker pinned its trial to, where the sweep records one
 
 
 @dataclass(frozen=True)
@@ -44,21 +41,25 @@ class SweepStatus:
 
     study: str
     workload: str
-    tally: studyio.Tally
+    tally: Tally
     budget: int | None
     running: list[Running]
     best: str | None
     eta_s: float | None
     warm_start: dict[str, Any] | None = None  # the study's autotune.warm_start: where the sampler started from
+    time_line: str | None = None  # where the trial time went, as the summary says it
 
     def lines(self) -> list[str]:
         budget = f" of {self.budget}" if self.budget else ""
         t = self.tally
+        infeasible = f" ({t.infeasible} broke a constraint)" if t.infeasible else ""
         out = [
             f"study {self.study} ({self.workload}): {t.measured}{budget} measured "
-            f"({t.ok} ok, {t.pruned} pruned, {t.failed} failed), {len(self.running)} running",
+            f"({t.ok} ok{infeasible}, {t.pruned} pruned, {t.failed} failed), {len(self.running)} running",
             f"best so far: {self.best}" if self.best else "best so far: none yet",
         ]
+        if self.time_line:
+            out.append(self.time_line)
         if self.warm_start:
             w = self.warm_start
             out.append(f"warm start: the sampler started from {w['trials']} trials of study {w['study']!r} (evidence)")
@@ -76,44 +77,30 @@ class SweepStatus:
         return out
 
 
-def _running(study: optuna.Study, now: datetime) -> list[Running]:
+def _running(records: StudyRecords, now: datetime) -> list[Running]:
     from autotune.sweep.storage import is_dead_local_worker
 
-    out = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = str(trial.user_attrs.get(studyio.ATTR_WORKER, "?"))
-        started = trial.datetime_start or now
-        out.append(
-            Running(
-                trial.number,
-                studyio.trial_params(trial),
-                worker,
-                trial.user_attrs.get(GPU_ATTR),
-                (now - started).total_seconds(),
-                is_dead_local_worker(worker),
-            )
+    return [
+        Running(
+            record.number,
+            record.params,
+            record.worker or "?",
+            record.gpu,
+            (now - (record.started or now)).total_seconds(),
+            is_dead_local_worker(record.worker),
         )
-    return out
-
-
-def _best(study: optuna.Study, info: StudyInfo) -> str | None:
-    from autotune.leaderboard import leaderboard
-
-    row = next((r for r in leaderboard(study, info) if r.rank == 1), None)
-    if row is None or row.value is None:
-        return None
-    unit = row.metrics.get(f"{info.objectives[0][0]}_unit", "")
-    speedup = f", {row.speedup:.2f}x the PyTorch defaults" if row.speedup else ""
-    return f"trial {row.trial}, {info.objectives[0][0]} {row.value:,.4g} {unit}{speedup}".replace(" ,", ",")
-
-
-def _eta(measured: list[FrozenTrial], budget: int | None, running: list[Running]) -> float | None:
-    """Trials left times the median trial's wall time, shared among the workers running now."""
-    durations = [
-        (t.datetime_complete - t.datetime_start).total_seconds()
-        for t in measured
-        if t.datetime_complete is not None and t.datetime_start is not None
+        for record in records.running
     ]
+
+
+def _best(records: StudyRecords) -> str | None:
+    """The winner as the progress line names it (the same text, the same figures)."""
+    return winner_text(records) if records.winner is not None else None
+
+
+def _eta(measured: list[TrialRecord], budget: int | None, running: list[Running]) -> float | None:
+    """Trials left times the median trial's wall time, shared among the workers running now."""
+    durations = [r.duration_s for r in measured if r.ended is not None and r.started is not None]
     if budget is None or not durations:
         return None
     left = budget - len(measured)
@@ -126,8 +113,8 @@ def _eta(measured: list[FrozenTrial], budget: int | None, running: list[Running]
 def sweep_status(study: optuna.Study, info: StudyInfo, now: datetime | None = None) -> SweepStatus:
     """The study's state now (``now`` for tests)."""
     now = now or datetime.now()
-    measured = studyio.measured_trials(study)
-    running = _running(study, now)
+    records = StudyRecords.read(study, info)
+    running = _running(records, now)
     try:
         budget = info.space().budget.trials
     except AutotuneError:  # a space that no longer loads here: status still shows what the storage holds
@@ -135,10 +122,11 @@ def sweep_status(study: optuna.Study, info: StudyInfo, now: datetime | None = No
     return SweepStatus(
         study.study_name,
         info.workload,
-        studyio.tally(measured),
+        records.tally(),
         budget,
         running,
-        _best(study, info),
-        _eta(measured, budget, running),
-        study.user_attrs.get(studyio.STUDY_ATTR_WARM_START),
+        _best(records),
+        _eta(records.measured, budget, running),
+        study.user_attrs.get(schema.STUDY_ATTR_WARM_START),
+        records.time().line(),
     )

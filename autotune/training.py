@@ -84,7 +84,7 @@ def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
     if estimate >= below:
         return None
     unit = trial.workload.unit
-    reason = f"warm-up throughput {estimate:,.4g} {unit} is below {below:,.4g}"
+    reason = f"warm-up throughput {estimate:,.4g} {unit} is below {below:,.4g}{_basis(trial)}"
     metrics = {
         "throughput": estimate,
         "throughput_unit": unit,
@@ -95,6 +95,12 @@ def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
     }
     env = env_fingerprint(trial.device)
     return TrialResult(Status.PRUNED, reason, trial.params, metrics, env, {"warmup_ms": warm_ms})
+
+
+def _basis(trial: TrainingTrial) -> str:
+    """`` (0.5 x trial 12's 341.8, one measurement)``: what the pruning bound is, when the sweep said."""
+    basis = trial.spec.pruning.basis if trial.spec.pruning else None
+    return f" ({basis})" if basis else ""
 
 
 def _eager_probe(trial: TrainingTrial, step: TrainStep) -> float | None:
@@ -118,7 +124,7 @@ def _pruned_before_compile(trial: TrainingTrial, eager: float) -> TrialResult | 
     unit, reachable = trial.workload.unit, eager * pruning.compile_gain
     reason = (
         f"before compiling: eager {eager:,.4g} {unit} x {pruning.compile_gain:.2f} (the most compiling gained in "
-        f"this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}"
+        f"this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}{_basis(trial)}"
     )
     metrics = {
         "throughput": reachable,  # the most it could reach compiled: what it was pruned on

@@ -35,8 +35,8 @@ from typing import Any
 
 import optuna
 
-from autotune import studyio
 from autotune.progress import Progress
+from autotune.records import StudyRecords, schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 
@@ -144,8 +144,10 @@ def several_workers(folder: Path, trials: int, workers: int) -> dict[str, Any]:
         if proc.returncode != 0:
             raise SystemExit(f"a worker failed ({proc.returncode}):\n{err[-2000:]}")
     study = optuna.load_study(study_name="engine", storage=f"sqlite:///{folder}/engine.db")
-    measured = studyio.measured_trials(study)
-    configs = [json.dumps(studyio.trial_params(t), sort_keys=True) for t in measured]
+    info = schema.load_study_info(study)
+    assert info is not None, "the engine study was made by autotune sweep"
+    measured = StudyRecords.read(study, info).measured
+    configs = [json.dumps(r.params, sort_keys=True) for r in measured]
     proposals = len(study.get_trials(deepcopy=False))
     return {
         "proposals": proposals,
@@ -153,7 +155,7 @@ def several_workers(folder: Path, trials: int, workers: int) -> dict[str, Any]:
         "wall_s": wall,  # process start-up (imports) included
         "proposals_per_s": proposals / wall,
         "measured_twice": len(configs) - len(set(configs)),
-        "by_worker": len({t.user_attrs.get(studyio.ATTR_WORKER) for t in measured}),
+        "by_worker": len({r.worker for r in measured}),
     }
 
 

@@ -42,8 +42,8 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial
 
-from autotune import studyio
 from autotune.progress import Progress
+from autotune.records import StudyRecords, Tally
 from autotune.replay import ReplayRecords
 from autotune.samplers import DelegatingSampler, NoRepeatSampler, make_sampler
 from autotune.space import Space, load_space
@@ -165,9 +165,7 @@ class _StopWhenAnswered(Progress):
         super().__init__(None, None, stream=io.StringIO())
         self._answered = answered
 
-    def finished(
-        self, label: str, outcome: str, seconds: float, measured: bool, counts: studyio.Tally, best: str
-    ) -> None:
+    def finished(self, label: str, outcome: str, seconds: float, measured: bool, counts: Tally, best: str) -> None:
         super().finished(label, outcome, seconds, measured, counts, best)
         if measured and self._answered():
             raise _Answered
@@ -214,13 +212,10 @@ class SweepOutcome:
 
 def _measured(study: Study, space: Space, metric: str) -> tuple[list[float | None], int]:
     """Objective values of the measured trials in order, and how many broke the shipped rules."""
-    trials = sorted(studyio.measured_trials(study), key=lambda t: t.number)
-    values: list[float | None] = []
-    for trial in trials:
-        result = studyio.trial_result(trial)
-        values.append(float(result.metrics[metric]) if result is not None and result.ok else None)
-    infeasible = sum(1 for t in trials if not space.is_feasible(studyio.trial_params(t))[0])
-    return values, infeasible
+    measured = StudyRecords(study, [(metric, "maximize")]).measured  # first measurements: what the search saw
+    values = [record.first_metrics.get(metric) if record.ok else None for record in measured]
+    infeasible = sum(1 for record in measured if not space.is_feasible(record.params)[0])
+    return [float(v) if v is not None else None for v in values], infeasible
 
 
 def run_one(

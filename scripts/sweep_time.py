@@ -14,35 +14,31 @@ import json
 import optuna
 
 from autotune import studyio
-from autotune.results import Status
-from autotune.sweep.ledger import TrialLedger
-from autotune.sweep.options import SweepSummary
-from autotune.sweep.summary import account_time, economy_line
+from autotune.records import StudyRecords, schema
 
 
 def figures(study: optuna.Study) -> dict[str, float | str]:
-    """Trial counts, seconds and trials per hour of the study's measured trials."""
-    info = studyio.load_study_info(study)
+    """Trial counts, seconds and trials per hour of the study's measured trials (the record model's time shares)."""
+    info = schema.load_study_info(study)
     objectives = info.objectives if info is not None else (("throughput", "maximize"),)
-    measured = TrialLedger(study, objectives).measured
-    summary = SweepSummary(study.study_name)
-    account_time(measured, summary)
-    starts = [m.trial.datetime_start for m in measured if m.trial.datetime_start]
-    ends = [m.trial.datetime_complete for m in measured if m.trial.datetime_complete]
+    measured = StudyRecords(study, objectives).measured
+    time = StudyRecords(study, objectives).time()
+    starts = [r.started for r in measured if r.started]
+    ends = [r.ended for r in measured if r.ended]
     span_h = (max(ends) - min(starts)).total_seconds() / 3600 if starts and ends else 0.0
-    early = [m for m in measured if m.result.metrics.get("pruned_before_compile")]
+    early = [r for r in measured if r.first_metrics.get("pruned_before_compile")]
     return {
         "measured": len(measured),
-        "ok": sum(1 for m in measured if m.result.status is Status.OK),
-        "pruned": sum(1 for m in measured if m.result.status is Status.PRUNED),
+        "ok": sum(1 for r in measured if r.ok),
+        "pruned": sum(1 for r in measured if r.pruned),
         "pruned_before_compile": len(early),
-        "trial_s": summary.trial_s,
-        "compile_s": summary.compile_s,
-        "pruned_s": summary.pruned_s,
-        "pruned_share": summary.pruned_share or 0.0,
+        "trial_s": time.trial_s,
+        "compile_s": time.compile_s,
+        "pruned_s": time.pruned_s,
+        "pruned_share": time.pruned_share or 0.0,
         "span_s": span_h * 3600,
         "trials_per_hour": len(measured) / span_h if span_h else 0.0,
-        "line": economy_line(summary) or "",
+        "line": time.line() or "",
     }
 
 

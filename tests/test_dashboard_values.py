@@ -18,11 +18,12 @@ import yaml
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState
 from replay_records import MATMUL_RECORDS
+from study_records import measured_records
 
-from autotune import studyio
 from autotune.export import export
 from autotune.leaderboard import leaderboard
 from autotune.progress import Progress
+from autotune.records import schema
 from autotune.replay import ReplayRecords
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
@@ -58,7 +59,7 @@ def test_a_sweep_stores_real_values_and_names_its_metric(tmp_path: Path) -> None
     trials = study.get_trials()
     assert len(trials) >= 8 and len(frame) == len(trials)
     for trial, (_, row) in zip(trials, frame.iterrows(), strict=True):
-        real = studyio.trial_params(trial)  # the params the replay looked up (the space has no fixed params)
+        real = trial.user_attrs[schema.ATTR_PARAMS]  # the params the replay looked up (the space has no fixed params)
         assert trial.params == real
         assert {name: row[f"params_{name}"] for name in CHOICES} == real
         assert trial.distributions == {name: CategoricalDistribution(c) for name, c in CHOICES.items()}
@@ -72,15 +73,15 @@ def _old_trial(params: dict[str, int], *, default: bool = False) -> optuna.trial
     """A measured trial as the index encoding stored it (attributes as an old sweep's trials show them)."""
     result = ReplayRecords.load(RECORDS).lookup(params)
     attrs: dict[str, Any] = {
-        studyio.ATTR_KIND: "measured",
-        studyio.ATTR_PARAMS: params,
-        studyio.ATTR_RESULT: result.to_dict(),
-        studyio.ATTR_STATUS: result.status.value,
-        studyio.ATTR_REASON: None,
-        studyio.ATTR_VIOLATION: -1.0,
+        schema.ATTR_KIND: "measured",
+        schema.ATTR_PARAMS: params,
+        schema.ATTR_RESULT: result.to_dict(),
+        schema.ATTR_STATUS: result.status.value,
+        schema.ATTR_REASON: None,
+        schema.ATTR_VIOLATION: -1.0,
     }
     if default:
-        attrs[studyio.ATTR_DEFAULT] = True
+        attrs[schema.ATTR_DEFAULT] = True
     return optuna.trial.create_trial(
         state=TrialState.COMPLETE,
         values=[result.metrics["throughput"]],
@@ -102,7 +103,7 @@ def test_an_old_study_resumes_ranks_and_exports_real_values(tmp_path: Path) -> N
     storage = f"sqlite:///{tmp_path / 'autotune.db'}"
     space = load_space(SPACE, replay=True)
     old = optuna.create_study(storage=storage, study_name="old", direction="maximize")
-    old.set_user_attr(studyio.STUDY_ATTR_INFO, study_info(space, SweepOptions(replay=RECORDS)).to_dict())
+    old.set_user_attr(schema.STUDY_ATTR_INFO, study_info(space, SweepOptions(replay=RECORDS)).to_dict())
     for params, default in OLD_TRIALS:
         old.add_trial(_old_trial(params, default=default))
 
@@ -112,18 +113,18 @@ def test_an_old_study_resumes_ranks_and_exports_real_values(tmp_path: Path) -> N
     assert summary.measured == 7, summary.stop_reason
     study = optuna.load_study(study_name="old", storage=storage)
     assert study.metric_names == ["throughput"]  # named on resume
-    measured = studyio.measured_trials(study)
+    measured = measured_records(study)
     assert len(measured) == 7
     for trial in study.get_trials():
         assert all(isinstance(d, IntDistribution) for d in trial.distributions.values())
         decoded = space.params_from_optuna(trial.params, trial.distributions)
-        assert decoded == studyio.trial_params(trial)  # the configuration the replay measured
+        assert decoded == trial.user_attrs[schema.ATTR_PARAMS]  # the configuration the replay measured
 
-    info = studyio.load_study_info(study)
+    info = schema.load_study_info(study)
     assert info is not None
     rows = leaderboard(study, info)
     assert rows[0].trial == 1 and rows[0].params == OLD_TRIALS[1][0]
-    assert sorted(_key(r.params) for r in rows) == sorted(_key(studyio.trial_params(t)) for t in measured)
+    assert sorted(_key(r.params) for r in rows) == sorted(_key(t.params) for t in measured)
     config = export(study, info, tmp_path / "tuned.yaml", storage=storage)
     assert config.provenance["trial"] == 1
     assert yaml.safe_load((tmp_path / "tuned.yaml").read_text())["params"] == OLD_TRIALS[1][0]

@@ -24,8 +24,8 @@ from autotune.export import (
     export,
     load,
 )
+from autotune.records import StudyInfo
 from autotune.results import Status, TrialResult
-from autotune.studyio import StudyInfo
 
 STORAGE = "postgresql+psycopg2://tuner:s3cret@db.example:5432/autotune"
 TUNED_KNOBS = {

@@ -10,30 +10,14 @@ from typing import Any
 
 import optuna
 import pytest
+from recorded_studies import THROUGHPUT_AND_MEMORY, add_trial, make_info, make_study
 
-from autotune import studyio
 from autotune.errors import AutotuneError
-from autotune.leaderboard import best_trial, choose, leaderboard, render
+from autotune.leaderboard import leaderboard, render
+from autotune.records import StudyInfo, StudyRecords, TrialKind, schema
 from autotune.results import Status, TrialResult
-from autotune.studyio import StudyInfo, TrialKind
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-THROUGHPUT = (("throughput", "maximize"),)
-THROUGHPUT_AND_MEMORY = (("throughput", "maximize"), ("peak_mem_gib", "minimize"))
-PLACEHOLDER = -1.0  # what a sweep reports to Optuna for an infeasible trial: never to be trusted
-
-
-def make_info(objectives: tuple[tuple[str, str], ...] = THROUGHPUT, workload: str = "resnet50") -> StudyInfo:
-    return StudyInfo(workload, "full", "cuda", "search_spaces/x.yaml", "params: {}\n", objectives)
-
-
-def make_study(tmp_path: Path, info: StudyInfo, name: str = "s") -> optuna.Study:
-    """A real study in a sqlite file, carrying its StudyInfo as a sweep stores it."""
-    directions = [direction for _, direction in info.objectives]
-    study = optuna.create_study(storage=f"sqlite:///{tmp_path}/s.db", study_name=name, directions=directions)
-    study.set_user_attr(studyio.STUDY_ATTR_INFO, info.to_dict())
-    return study
 
 
 def ok_result(throughput: float, peak_mem_gib: float = 10.0, /, **params: Any) -> TrialResult:
@@ -46,45 +30,6 @@ def ok_result(throughput: float, peak_mem_gib: float = 10.0, /, **params: Any) -
     }
     env = {"device": "cuda", "gpu": "NVIDIA H200", "torch": "2.11.0", "cuda": "13.0", "triton": "3.6.0"}
     return TrialResult(Status.OK, None, {"precision": "default", **params}, metrics, env)
-
-
-def add_trial(
-    study: optuna.Study,
-    info: StudyInfo,
-    result: TrialResult,
-    *,
-    default: bool = False,
-    violation: float = 0.0,
-    remeasured: dict[str, Any] | None = None,
-    mlflow_run_id: str | None = None,
-    reason: str | None = None,
-) -> int:
-    """Record a measured trial as a sweep does: COMPLETE for ok and oom, FAIL otherwise."""
-    record = result.to_dict()
-    record.pop("series")
-    if result.status is Status.OOM:
-        violation = max(violation, 1.0)
-    attrs: dict[str, Any] = {
-        studyio.ATTR_RESULT: record,
-        studyio.ATTR_PARAMS: dict(result.params),
-        studyio.ATTR_KIND: TrialKind.MEASURED.value,
-        studyio.ATTR_STATUS: result.status.value,
-        studyio.ATTR_REASON: reason or result.reason,
-        studyio.ATTR_DEFAULT: default,
-        studyio.ATTR_VIOLATION: violation,
-    }
-    if remeasured is not None:
-        attrs[studyio.ATTR_REMEASURED] = remeasured
-    if mlflow_run_id is not None:
-        attrs[studyio.ATTR_MLFLOW_RUN] = mlflow_run_id
-    complete = result.status in (Status.OK, Status.OOM)
-    values = None
-    if complete:
-        feasible = result.ok and violation <= 0
-        values = [result.metrics[m] if feasible else PLACEHOLDER for m, _ in info.objectives]
-    state = optuna.trial.TrialState.COMPLETE if complete else optuna.trial.TrialState.FAIL
-    study.add_trial(optuna.trial.create_trial(state=state, values=values, user_attrs=attrs))
-    return len(study.trials) - 1
 
 
 def failed(status: Status, reason: str, **params: Any) -> TrialResult:
@@ -159,21 +104,21 @@ def test_remeasured_median_overrides_a_lucky_first_measurement(tmp_path: Path, i
     add_trial(s, info, ok_result(2000.0, batch_size=128))
     rows = leaderboard(s, info)
     assert [(r.trial, r.value) for r in rows] == [(2, 2000.0), (1, 1500.0), (0, 1000.0)]
-    assert rows[1].remeasured == lucky
-    best = best_trial(s, info)
+    assert rows[1].remeasured is not None and lucky.items() <= rows[1].remeasured.items()
+    best = StudyRecords.read(s, info).winner
     assert best is not None and best.number == 2
 
 
-def test_best_trial_is_none_without_a_feasible_trial(tmp_path: Path, info: StudyInfo) -> None:
+def test_no_winner_without_a_feasible_trial(tmp_path: Path, info: StudyInfo) -> None:
     s = make_study(tmp_path, info)
-    assert best_trial(s, info) is None
+    assert StudyRecords.read(s, info).winner is None
     add_trial(s, info, failed(Status.TIMEOUT, "trial exceeded 600 s"))
-    assert best_trial(s, info) is None
+    assert StudyRecords.read(s, info).winner is None
 
 
 def test_rejected_and_duplicate_trials_stay_off_the_board(study: optuna.Study, info: StudyInfo) -> None:
-    attrs = {studyio.ATTR_KIND: TrialKind.DUPLICATE.value, studyio.ATTR_DUPLICATE_OF: 2}
-    attrs[studyio.ATTR_RESULT] = ok_result(3000.0).to_dict()
+    attrs = {schema.ATTR_KIND: TrialKind.DUPLICATE.value, schema.ATTR_DUPLICATE_OF: 2}
+    attrs[schema.ATTR_RESULT] = ok_result(3000.0).to_dict()
     study.add_trial(
         optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, values=[3000.0], user_attrs=attrs)
     )
@@ -201,32 +146,32 @@ def test_pareto_flags_for_two_objectives(pareto_study: tuple[optuna.Study, Study
 
 
 def test_choose_without_a_rule_takes_rank_one(study: optuna.Study, info: StudyInfo) -> None:
-    assert choose(leaderboard(study, info), None, info).trial == 2
+    assert StudyRecords.read(study, info).choose().number == 2
 
 
 def test_choose_with_a_rule(study: optuna.Study, info: StudyInfo) -> None:
-    rows = leaderboard(study, info)
-    assert choose(rows, "precision == 'fp16'", info).trial == 5  # params may be named too
-    assert choose(rows, "throughput < 2050", info).trial == 0  # the median stands for throughput
+    records = StudyRecords.read(study, info)
+    assert records.choose("precision == 'fp16'").number == 5  # params may be named too
+    assert records.choose("throughput < 2050").number == 0  # the median stands for throughput
     with pytest.raises(AutotuneError, match="no feasible ok trial satisfies 'peak_mem_gib <= 1'"):
-        choose(rows, "peak_mem_gib <= 1", info)
+        records.choose("peak_mem_gib <= 1")
     with pytest.raises(AutotuneError, match="unknown name 'peak_mem'"):
-        choose(rows, "peak_mem <= 1", info)
+        records.choose("peak_mem <= 1")
 
 
 def test_choose_prefers_pareto_rows_with_several_objectives(pareto_study: tuple[optuna.Study, StudyInfo]) -> None:
     s, info = pareto_study
-    rows = leaderboard(s, info)
+    records = StudyRecords.read(s, info)
     # Trial 3 ranks above trial 0 by throughput, but only trial 0 is on the front.
-    assert choose(rows, "peak_mem_gib <= 25", info).trial == 2
-    assert choose(rows, "throughput < 2000", info).trial == 0
+    assert records.choose("peak_mem_gib <= 25").number == 2
+    assert records.choose("throughput < 2000").number == 0
 
 
 def test_choose_with_nothing_feasible(tmp_path: Path, info: StudyInfo) -> None:
     s = make_study(tmp_path, info)
     add_trial(s, info, failed(Status.CRASH, "segfault"))
     with pytest.raises(AutotuneError, match="no feasible ok trial"):
-        choose(leaderboard(s, info), None, info)
+        StudyRecords.read(s, info).choose()
 
 
 def test_render_table(study: optuna.Study, info: StudyInfo) -> None:

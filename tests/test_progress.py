@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from autotune.progress import Progress, format_duration
-from autotune.studyio import Tally
+from autotune.records import Tally
 
 
 def test_durations_read_as_seconds_minutes_hours() -> None:

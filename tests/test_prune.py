@@ -9,10 +9,11 @@ from pathlib import Path
 import optuna
 import pytest
 from optuna.trial import TrialState
+from study_records import measured_records
 from trial_workloads import outlier_space
 
-from autotune import studyio
 from autotune.progress import Progress
+from autotune.records import TrialRecord, schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, SweepSummary, run_sweep
 
@@ -39,7 +40,13 @@ def pruning(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Swe
 
 
 def by_config(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
-    return {studyio.trial_params(t)["config"]: t for t in studyio.measured_trials(study)}
+    """The measured trials as Optuna holds them, by their configuration."""
+    return {r.params["config"]: study.trials[r.number] for r in measured_records(study)}
+
+
+def records_by_config(study: optuna.Study) -> dict[str, TrialRecord]:
+    """The measured trials as every view reads them, by their configuration."""
+    return {r.params["config"]: r for r in measured_records(study)}
 
 
 def test_a_trial_far_below_the_best_is_pruned_after_warm_up(pruning: tuple[optuna.Study, SweepSummary, str]) -> None:
@@ -47,12 +54,13 @@ def test_a_trial_far_below_the_best_is_pruned_after_warm_up(pruning: tuple[optun
     assert trials["steady"].state is TrialState.COMPLETE
     slow = trials["slow"]
     assert slow.state is TrialState.PRUNED
-    assert slow.user_attrs[studyio.ATTR_STATUS] == "pruned"
-    assert "below" in slow.user_attrs[studyio.ATTR_REASON]
+    assert slow.user_attrs[schema.ATTR_STATUS] == "pruned"
+    assert "below" in slow.user_attrs[schema.ATTR_REASON]
     assert len(slow.intermediate_values) >= 3  # the warm-up steps, reported to Optuna
-    steady_throughput = studyio.trial_result(trials["steady"]).metrics["throughput"]  # type: ignore[union-attr]
+    records = records_by_config(pruning[0])
+    steady_throughput = records["steady"].first_metrics["throughput"]
     assert max(slow.intermediate_values.values()) < 0.5 * steady_throughput
-    pruned = studyio.trial_result(slow)
+    pruned = records["slow"].result
     assert pruned is not None and "timed_steps" not in pruned.metrics
     assert pruned.env["device"] == "cpu" and pruned.metrics["peak_mem_gib"] > 0  # where it ran, what it took
 
@@ -64,9 +72,9 @@ def test_a_pruned_trial_is_counted_as_pruned_not_failed(pruning: tuple[optuna.St
 
 
 def test_pruning_can_be_turned_off(tmp_path: Path) -> None:
-    trials = by_config(run(tmp_path, prune_ratio=0.0))
+    trials = records_by_config(run(tmp_path, prune_ratio=0.0))
     assert trials["slow"].state is TrialState.COMPLETE
-    assert studyio.trial_result(trials["slow"]).metrics["timed_steps"] >= 10  # type: ignore[union-attr]
+    assert trials["slow"].first_metrics["timed_steps"] >= 10
 
 
 def test_a_pruned_configuration_is_not_measured_again(tmp_path: Path) -> None:
@@ -83,6 +91,6 @@ def test_a_pruned_configuration_is_not_measured_again(tmp_path: Path) -> None:
     with open(os.devnull, "w") as quiet:
         summary = run_sweep(load_space(space_file), options, Progress(None, None, quiet))
     study = optuna.load_study(study_name="prune", storage=storage)
-    configs = [studyio.trial_params(t)["config"] for t in studyio.measured_trials(study)]
+    configs = [t.params["config"] for t in measured_records(study)]
     assert sorted(configs) == ["slow", "steady"]  # two configurations, each measured once
     assert summary.stop_reason.startswith("search space exhausted")

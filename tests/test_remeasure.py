@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+from study_records import measured_records
 from trial_workloads import outlier_space
 
-from autotune import studyio
 from autotune.export import export, load
 from autotune.leaderboard import leaderboard
 from autotune.progress import Progress
+from autotune.records import schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 
@@ -25,9 +26,9 @@ def test_remeasurement_dethrones_a_lucky_first_measurement(tmp_path: Path) -> No
         summary = run_sweep(load_space(space_file), options, Progress(None, None, stream))
 
     study = optuna.load_study(study_name="outlier", storage=storage)
-    info = studyio.load_study_info(study)
+    info = schema.load_study_info(study)
     assert info is not None
-    first = {studyio.trial_params(t)["config"]: studyio.trial_result(t) for t in studyio.measured_trials(study)}
+    first = {t.params["config"]: t.result for t in measured_records(study)}
     assert set(first) == {"steady", "lucky"}
     lucky_first, steady_first = (first[c].metrics["throughput"] for c in ("lucky", "steady"))  # type: ignore[union-attr]
     assert lucky_first > 2 * steady_first  # measured once, the lucky configuration looks best ...

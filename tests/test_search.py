@@ -17,13 +17,13 @@ from typing import Any
 import optuna
 import pytest
 from optuna.trial import TrialState
+from study_records import measured_records
 
-from autotune import studyio
 from autotune.errors import AutotuneError
 from autotune.progress import Progress
+from autotune.records import TrialKind, schema
 from autotune.samplers import make_sampler
 from autotune.space import Space, load_space
-from autotune.studyio import TrialKind
 from autotune.sweep import SweepOptions, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,8 +57,8 @@ def _sweep(space: Space, seed: int, n_trials: int | None = None, records: Path =
 
 
 def _measured_params(study: optuna.Study) -> list[dict[str, Any]]:
-    trials = sorted(studyio.measured_trials(study), key=lambda t: t.number)
-    return [studyio.trial_params(t) for t in trials]
+    trials = sorted(measured_records(study), key=lambda t: t.number)
+    return [t.params for t in trials]
 
 
 @pytest.fixture(scope="module")
@@ -98,25 +98,25 @@ def test_rule_matches_the_out_of_resources_records(space: Space) -> None:
 
 def test_no_oom_configuration_ever_runs(space: Space) -> None:
     study = _sweep(space, seed=0, n_trials=40)
-    measured = studyio.measured_trials(study)
+    measured = measured_records(study)
     assert len(measured) == 40
-    assert {t.user_attrs[studyio.ATTR_STATUS] for t in measured} == {"ok"}
+    assert {t.outcome for t in measured} == {"ok"}
     oom = _records_with_status("out_of_resources")
     assert not any(p in oom for p in _measured_params(study))
 
-    rejected = [t for t in study.get_trials() if studyio.trial_kind(t) is TrialKind.REJECTED]
+    rejected = [t for t in study.get_trials() if t.user_attrs.get(schema.ATTR_KIND) == TrialKind.REJECTED]
     assert rejected, "seed 0 proposes infeasible configurations: the rule must have rejected some"
     for trial in rejected:
-        assert studyio.trial_params(trial) in oom
+        assert trial.user_attrs[schema.ATTR_PARAMS] in oom
         assert trial.state is TrialState.COMPLETE  # told, so the sampler learns the boundary ...
-        assert trial.user_attrs[studyio.ATTR_VIOLATION] > 0  # ... as infeasible
-        assert studyio.trial_result(trial).status.value == "invalid"  # type: ignore[union-attr]
+        assert trial.user_attrs[schema.ATTR_VIOLATION] > 0  # ... as infeasible
+        assert trial.user_attrs[schema.ATTR_STATUS] == "invalid"
     # Rejected (and duplicate) proposals are free: the budget counts measured trials only.
     assert len(study.get_trials()) == 40 + len(rejected) + _count(study, TrialKind.DUPLICATE)
 
 
 def _count(study: optuna.Study, kind: TrialKind) -> int:
-    return sum(1 for t in study.get_trials() if studyio.trial_kind(t) is kind)
+    return sum(1 for t in study.get_trials() if t.user_attrs.get(schema.ATTR_KIND) == kind)
 
 
 # --- (c) a configuration with no record ---------------------------------------------------------

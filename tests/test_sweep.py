@@ -17,9 +17,10 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
+from study_records import measured_records
 
 import autotune
-from autotune import studyio
+from autotune.records import schema
 from autotune.workloads import build
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,13 +56,13 @@ def check_mlflow(uri: str, study: optuna.Study, budget: int = BUDGET) -> None:
     parents = [r for r in runs if r.data.tags.get("autotune.role") == "sweep"]
     children = [r for r in runs if r.data.tags.get("autotune.role") == "trial"]
     assert len(parents) == 1
-    measured = {t.number for t in studyio.measured_trials(study)}
+    measured = {t.number for t in measured_records(study)}
     assert sorted(int(r.data.tags["autotune.trial"]) for r in children) == sorted(measured)
     for run in children:
         assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
         status = run.data.tags["autotune.status"]
         assert status in ("ok", "pruned")  # pruned: far below the best after warm-up (bf16 on a CPU)
-        assert run.data.metrics["throughput"] > 0
+        assert run.data.metrics["throughput" if status == "ok" else "warmup_throughput"] > 0  # an estimate: apart
         assert status == "pruned" or run.data.metrics["step_ms_p50"] > 0
     artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
     assert {"best_config.yaml", "leaderboard.csv", "space.yaml"} <= artifacts
@@ -81,7 +82,7 @@ def test_quick_sweep_logs_to_a_real_mlflow_server(workdir: Path, mlflow_server: 
     assert proc.returncode == 0, proc.stderr
     assert f"budget of {trials} measured trials reached" in proc.stdout
     study = load_quick_study(workdir)
-    assert len(studyio.measured_trials(study)) == trials
+    assert len(measured_records(study)) == trials
     check_mlflow(uri, study, trials)
     check_remeasured_metric(uri, study)
 
@@ -91,8 +92,8 @@ def check_remeasured_metric(uri: str, study: optuna.Study) -> None:
     attrs = study.user_attrs
     medians = {
         t.number: data["median"]
-        for t in studyio.measured_trials(study)
-        if (data := studyio.remeasured(study, t, attrs)) is not None
+        for t in measured_records(study)
+        if (data := attrs.get(schema.remeasured_key(t.number))) is not None
     }
     assert len(medians) == 1, medians
     client = MlflowClient(uri)
@@ -119,12 +120,14 @@ def being_measured(workdir: Path) -> set[int]:
     if not study_exists(workdir):
         return set()
     study = load_quick_study(workdir)
-    measured = studyio.measured_trials(study)
+    measured = measured_records(study)
     if len(measured) < 2:
         return set()
-    seen = [studyio.trial_params(t) for t in measured]
+    seen = [t.params for t in measured]
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    return {t.number for t in running if studyio.ATTR_PARAMS in t.user_attrs and studyio.trial_params(t) not in seen}
+    return {
+        t.number for t in running if schema.ATTR_PARAMS in t.user_attrs and t.user_attrs[schema.ATTR_PARAMS] not in seen
+    }
 
 
 def wait_for_running_trial(workdir: Path, proc: subprocess.Popen[bytes], timeout: float = 120) -> int:
@@ -160,13 +163,13 @@ def test_killed_sweep_resumes_without_losing_or_repeating_a_trial(workdir: Path)
     assert f"trial {killed} was left running by a killed sweep: retrying it" in proc.stderr
 
     study = load_quick_study(workdir)
-    measured = studyio.measured_trials(study)
+    measured = measured_records(study)
     assert len(measured) == BUDGET  # the budget is complete, counting the trials before the kill
-    params = [studyio.trial_params(t) for t in measured]
+    params = [t.params for t in measured]
     assert len({tuple(sorted(p.items())) for p in params}) == BUDGET  # nothing measured twice
     lost = study.trials[killed]
-    assert lost.state is TrialState.FAIL and studyio.ATTR_RESULT not in lost.user_attrs
-    assert studyio.trial_params(lost) in params  # ... and its configuration was measured after all
+    assert lost.state is TrialState.FAIL and schema.ATTR_RESULT not in lost.user_attrs
+    assert lost.user_attrs[schema.ATTR_PARAMS] in params  # ... and its configuration was measured after all
     check_mlflow(f"sqlite:///{workdir}/mlflow.db", study)
 
     export = subprocess.run(
@@ -209,7 +212,7 @@ def test_patience_stops_a_sweep_that_stopped_improving() -> None:
     space = load_space(REPO / "search_spaces" / "triton_matmul.yaml", replay=True)
     options = SweepOptions(storage="memory", replay=RECORDS, tracking=False, n_trials=80, patience=6, seed=3)
     summary = run_sweep(space, options, Progress(None, None, open(os.devnull, "w")))  # noqa: SIM115
-    assert summary.stop_reason == "no improvement in the last 6 measured trials"
+    assert summary.stop_reason == "no improvement of the ranked throughput in the last 6 measured trials"
     assert summary.measured < 80
 
 

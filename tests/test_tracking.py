@@ -11,10 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import optuna
 import pytest
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
+from recorded_studies import THROUGHPUT, make_info, make_study, trial_attrs
 
+from autotune.records import StudyRecords, TrialRecord
+from autotune.records.trial import read_trial
 from autotune.results import Status, TrialResult
 from autotune.tracking import HTTP_ENV_DEFAULTS, SweepTracker, resolve_tracking_uri, trial_run_name
 
@@ -44,6 +48,20 @@ def ok_result(throughput: float = 6664.0) -> TrialResult:
 
 def failed_result() -> TrialResult:
     return TrialResult.failed(Status.OOM, "CUDA out of memory.\n Tried to allocate 2.00 GiB", PARAMS)
+
+
+def record(number: int, result: TrialResult) -> TrialRecord:
+    """Trial ``number`` as the records read it once the recorder wrote ``result``."""
+    complete = optuna.trial.TrialState.COMPLETE
+    values = [result.metrics["throughput"]] if result.ok else [-1.0]
+    trial = optuna.trial.create_trial(state=complete, values=values, user_attrs=trial_attrs(result))
+    trial.number = number
+    return read_trial(trial, THROUGHPUT)
+
+
+def no_records() -> StudyRecords:
+    """The records of a study with no trials."""
+    return StudyRecords.read(make_study(None, make_info()), make_info())
 
 
 @pytest.fixture(scope="session")
@@ -137,7 +155,7 @@ def test_start_reuses_the_parent_run(tracking_uri: str, study: str, space_file: 
     client = MlflowClient(tracking_uri)
     parent_id = SweepTracker(study, tracking_uri).start({"workload": "tiny_mlp", "device": "cpu"}, space_file)
     assert parent_id is not None
-    SweepTracker(study, tracking_uri).finish({"trials_done": 0}, {})
+    SweepTracker(study, tracking_uri).finish(no_records(), {"trials_done": 0}, {})
     assert client.get_run(parent_id).info.status == "FINISHED"
 
     # The same command again: the same sweep, RUNNING again; a changed param becomes a tag.
@@ -159,10 +177,8 @@ def test_log_trial_makes_one_child_run_per_trial(tracking_uri: str, study: str, 
     tracker = SweepTracker(study, tracking_uri)
     parent_id = tracker.start({"workload": "tiny_mlp"}, space_file)
     assert parent_id is not None
-    ok_id = tracker.log_trial(
-        0, ok_result(), PARAMS, tags={"autotune.sampler": "tpe"}, series={"step_ms": [38.0, 38.5]}
-    )
-    failed_id = tracker.log_trial(1, failed_result(), PARAMS)
+    ok_id = tracker.log_trial(record(0, ok_result()), 2.5, series={"step_ms": [38.0, 38.5]})
+    failed_id = tracker.log_trial(record(1, failed_result()), None)
     assert ok_id and failed_id and ok_id != failed_id
 
     client = MlflowClient(tracking_uri)
@@ -176,17 +192,18 @@ def test_log_trial_makes_one_child_run_per_trial(tracking_uri: str, study: str, 
         "compile_mode": "default",
     }
     # Only finite numbers become metrics: no unit string, no flag, no NaN/inf.
-    assert ok_run.data.metrics == {"throughput": 6664.0, "step_ms_p50": 38.4, "compile_s": 27.0}
+    assert ok_run.data.metrics == {"throughput": 6664.0, "step_ms_p50": 38.4, "compile_s": 27.0, "speedup": 2.5}
     tags = ok_run.data.tags
     assert tags["mlflow.parentRunId"] == parent_id
     assert (tags["autotune.status"], tags["autotune.trial"], tags["autotune.role"]) == ("ok", "0", "trial")
-    assert (tags["env.gpu"], tags["env.cudnn"], tags["autotune.sampler"]) == ("NVIDIA H200", "91900", "tpe")
+    assert (tags["autotune.outcome"], tags["autotune.feasible"]) == ("ok", "true")
+    assert (tags["env.gpu"], tags["env.cudnn"]) == ("NVIDIA H200", "91900")
     assert "autotune.reason" not in tags
     series = Path(client.download_artifacts(ok_id, "series.json", str(space_file.parent / "dl")))
     assert json.loads(series.read_text()) == {"step_ms": [38.0, 38.5]}
 
     assert failed_run.info.status == "FAILED"
-    assert failed_run.data.tags["autotune.status"] == "oom"
+    assert failed_run.data.tags["autotune.status"] == failed_run.data.tags["autotune.outcome"] == "oom"
     assert failed_run.data.tags["autotune.reason"] == "CUDA out of memory. Tried to allocate 2.00 GiB"
     assert failed_run.data.metrics == {}
     assert client.list_artifacts(failed_id) == []
@@ -196,9 +213,9 @@ def test_log_trial_makes_one_child_run_per_trial(tracking_uri: str, study: str, 
 def test_log_trial_is_idempotent(tracking_uri: str, study: str) -> None:
     tracker = SweepTracker(study, tracking_uri)
     parent_id = tracker.start({}, None)
-    first = tracker.log_trial(5, ok_result(), PARAMS)
+    first = tracker.log_trial(record(5, ok_result()), None)
     # A resumed sweep (a new tracker, a new process) logging the same trial again.
-    again = SweepTracker(study, tracking_uri).log_trial(5, ok_result(throughput=1.0), PARAMS)
+    again = SweepTracker(study, tracking_uri).log_trial(record(5, ok_result(throughput=1.0)), None)
     assert again == first
     runs = child_runs(MlflowClient(tracking_uri), parent_id)
     assert [run.info.run_id for run in runs] == [first]
@@ -215,7 +232,7 @@ def test_log_trial_completes_a_run_left_running_by_an_outage(tracking_uri: str, 
         experiment_id, tags={"mlflow.parentRunId": parent_id, "autotune.trial": "2", "autotune.role": "trial"}
     )
     assert tracker.logged_trial_numbers() == set()
-    assert tracker.log_trial(2, ok_result(), PARAMS) == half.info.run_id
+    assert tracker.log_trial(record(2, ok_result()), None) == half.info.run_id
     run = client.get_run(half.info.run_id)
     assert run.info.status == "FINISHED" and run.data.metrics["throughput"] == 6664.0
     assert tracker.logged_trial_numbers() == {2}
@@ -225,8 +242,9 @@ def test_finish_logs_summary_and_artifacts(tracking_uri: str, study: str, tmp_pa
     tracker = SweepTracker(study, tracking_uri)
     parent_id = tracker.start({"workload": "tiny_mlp"}, None)
     assert parent_id is not None
-    tracker.log_trial(0, ok_result(), PARAMS)
+    tracker.log_trial(record(0, ok_result()), None)
     tracker.finish(
+        no_records(),
         {"best_value": 6664.0, "speedup_vs_default": 3.2, "trials_done": 1, "trials_failed": 0},
         {"best_config.yaml": "schema_version: 1\n", "leaderboard.csv": "rank,trial\n1,0\n"},
     )
@@ -287,9 +305,9 @@ def _none_once(lookup: Callable[[str], Any]) -> Callable[[str], Any]:
 def test_programming_errors_still_raise(sqlite_uri: str, study: str) -> None:
     tracker = SweepTracker(study, sqlite_uri)
     with pytest.raises(AttributeError):
-        tracker.log_trial(0, None, PARAMS)  # type: ignore[arg-type]
+        tracker.log_trial(None, None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="status"):
-        tracker.finish({}, {}, status="DONE")
+        tracker.finish(no_records(), {}, {}, status="DONE")
 
 
 # --------------------------------------------------------------------------- outage
@@ -300,21 +318,21 @@ def test_outage_does_not_fail_the_sweep_and_is_caught_up(
 ) -> None:
     tracker = SweepTracker(study, mlflow_server.uri, retry_after_s=1.0)
     parent_id = tracker.start({"workload": "tiny_mlp"}, None)
-    assert tracker.log_trial(0, ok_result(), PARAMS) is not None
+    assert tracker.log_trial(record(0, ok_result()), None) is not None
 
     caplog.set_level(logging.INFO, logger="autotune.tracking")
     with mlflow_server.stopped():
         started = time.monotonic()
-        assert tracker.log_trial(1, ok_result(), PARAMS) is None
+        assert tracker.log_trial(record(1, ok_result()), None) is None
         assert time.monotonic() - started < 15
         assert not tracker.reachable
         # Within retry_after_s, calls are skipped at once instead of waiting for MLflow's retries.
         started = time.monotonic()
-        assert tracker.log_trial(2, failed_result(), PARAMS) is None
+        assert tracker.log_trial(record(2, failed_result()), None) is None
         assert tracker.logged_trial_numbers() is None
         assert time.monotonic() - started < 0.5
         time.sleep(1.0)
-        assert tracker.log_trial(2, failed_result(), PARAMS) is None  # tried again, still down
+        assert tracker.log_trial(record(2, failed_result()), None) is None  # tried again, still down
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "unreachable" in r.message]
     assert len(warnings) == 1, "one warning per outage"
     assert not [r for r in caplog.records if r.name.startswith("urllib3")], "urllib3 retry warnings are muted"
@@ -324,6 +342,6 @@ def test_outage_does_not_fail_the_sweep_and_is_caught_up(
     assert tracker.reachable
     assert any("reachable again" in r.message for r in caplog.records)
     for number, result in ((1, ok_result()), (2, failed_result())):  # the sweep's catch-up
-        assert tracker.log_trial(number, result, PARAMS) is not None
+        assert tracker.log_trial(record(number, result), None) is not None
     assert tracker.logged_trial_numbers() == {0, 1, 2}
     assert len(child_runs(MlflowClient(mlflow_server.uri), parent_id)) == 3

@@ -44,10 +44,10 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
         run_sweep(load_space(space_file), options, Progress(None, None, stream))
     import optuna
 
-    from autotune import studyio
+    from autotune.records import schema
 
     study = optuna.load_study(study_name="paced", storage=storage)
-    info = studyio.load_study_info(study)
+    info = schema.load_study_info(study)
     assert info is not None
     path = folder / "tuned.yaml"
     export(study, info, path, storage=storage)

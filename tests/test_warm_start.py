@@ -16,12 +16,13 @@ from typing import Any
 import optuna
 import pytest
 from replay_records import MATMUL_RECORDS
+from study_records import measured_records
 
-from autotune import studyio
 from autotune.errors import AutotuneError
 from autotune.evidence import from_study, load_evidence
 from autotune.leaderboard import leaderboard
 from autotune.progress import Progress
+from autotune.records import TrialRecord, schema
 from autotune.replay import ReplayRecords
 from autotune.space import Space, load_space
 from autotune.status import sweep_status
@@ -58,9 +59,9 @@ def _sweep(space: Space, storage: str, study: str, *, n_trials: int, seed: int, 
     return out.getvalue()
 
 
-def _measured(storage: str, name: str) -> list[optuna.trial.FrozenTrial]:
+def _measured(storage: str, name: str) -> list[TrialRecord]:
     study = optuna.load_study(study_name=name, storage=storage)
-    return sorted(studyio.measured_trials(study), key=lambda t: t.number)
+    return sorted(measured_records(study), key=lambda t: t.number)
 
 
 def _key(params: dict[str, Any]) -> tuple[Any, ...]:
@@ -78,11 +79,11 @@ def test_a_warm_sweep_starts_where_the_evidence_was_good(space: Space, storage: 
     assert f"warm start: the sampler starts from {EVIDENCE_TRIALS} trials of study 'A'" in printed
 
     records = ReplayRecords.load(RECORDS)
-    evidence = sorted((t.values[0] for t in _measured(storage, "A")), reverse=True)
+    evidence = sorted((t.first_values[0] for t in _measured(storage, "A") if t.first_values), reverse=True)
 
     def throughputs(name: str) -> list[float]:  # of the measured trials after the default configuration
         trials = _measured(storage, name)[1:]
-        return [float(records.lookup(studyio.trial_params(t)).metrics.get("throughput", 0.0)) for t in trials]
+        return [float(records.lookup(t.params).metrics.get("throughput", 0.0)) for t in trials]
 
     def best_so_far(values: list[float]) -> float:  # summed over the trials: how soon good configurations came
         return sum(max(values[: i + 1]) for i in range(len(values)))
@@ -99,12 +100,12 @@ def test_evidence_appears_nowhere_in_the_warm_study(space: Space, storage: str) 
     trials = study.get_trials()
     assert all(t.number >= 0 and "autotune.evidence" not in t.system_attrs for t in trials)
     assert [t.number for t in trials] == list(range(len(trials)))
-    assert len(studyio.measured_trials(study)) == 5  # the budget counts this study's measurements only
-    info = studyio.load_study_info(study)
+    assert len(measured_records(study)) == 5  # the budget counts this study's measurements only
+    info = schema.load_study_info(study)
     assert info is not None
     rows = leaderboard(study, info)
     assert len(rows) == 5 and {r.trial for r in rows} <= {t.number for t in trials}
-    assert study.user_attrs[studyio.STUDY_ATTR_WARM_START] == {"study": "A", "trials": EVIDENCE_TRIALS, "skipped": 0}
+    assert study.user_attrs[schema.STUDY_ATTR_WARM_START] == {"study": "A", "trials": EVIDENCE_TRIALS, "skipped": 0}
     assert f"warm start: the sampler started from {EVIDENCE_TRIALS} trials of study 'A' (evidence)" in (
         sweep_status(study, info).lines()
     )
@@ -113,14 +114,14 @@ def test_evidence_appears_nowhere_in_the_warm_study(space: Space, storage: str) 
     # Resumed without the flag, it keeps reading the evidence it started from (and says so).
     printed = _sweep(space, storage, "B", n_trials=7, seed=1)
     assert f"warm start: the sampler starts from {EVIDENCE_TRIALS} trials of study 'A'" in printed
-    assert len(studyio.measured_trials(optuna.load_study(study_name="B", storage=storage))) == 7
+    assert len(measured_records(optuna.load_study(study_name="B", storage=storage))) == 7
 
 
 def test_evidence_from_another_space_uses_the_params_in_common(space: Space, storage: str, tmp_path: Path) -> None:
     narrower = tmp_path / "narrower.yaml"
     narrower.write_text(SPACE.read_text().replace("BLOCK_M: {choices: [64, 128, 256]", "BLOCK_M: {choices: [64, 128]"))
     evidence = from_study(optuna.load_study(study_name="A", storage=storage), load_space(narrower, replay=True))
-    outside = sum(studyio.trial_params(t)["BLOCK_M"] == 256 for t in _measured(storage, "A"))
+    outside = sum(t.params["BLOCK_M"] == 256 for t in _measured(storage, "A"))
     assert outside > 0
     assert (len(evidence.points), evidence.skipped) == (EVIDENCE_TRIALS - outside, outside)
     assert f"{outside} skipped: outside this space" in evidence.summary()

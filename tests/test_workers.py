@@ -20,12 +20,12 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
+from study_records import measured_records
 from trial_workloads import LOCKSTEP_SPACE, lockstep_records
 
-from autotune import studyio
 from autotune.progress import Progress
+from autotune.records import TrialKind, schema
 from autotune.space import load_space
-from autotune.studyio import TrialKind
 from autotune.sweep import Sweep, SweepOptions
 from autotune.sweep.executors import replay_executor
 
@@ -57,11 +57,11 @@ def run_workers(workdir: Path, *extra: str) -> None:
 
 
 def check_shared_study(study: optuna.Study, tracking_uri: str) -> None:
-    measured = studyio.measured_trials(study)
+    measured = measured_records(study)
     assert len(measured) == BUDGET  # the workers share one budget, not one each
-    configs = {tuple(sorted(studyio.trial_params(t).items())) for t in measured}
+    configs = {tuple(sorted(t.params.items())) for t in measured}
     assert len(configs) == BUDGET  # no configuration measured by both
-    assert len({t.user_attrs[studyio.ATTR_WORKER] for t in measured}) == WORKERS  # both did work
+    assert len({t.worker for t in measured}) == WORKERS  # both did work
 
     client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name(f"autotune/{study.study_name}")
@@ -133,6 +133,6 @@ def test_workers_with_one_seed_stop_proposing_in_lockstep(tmp_path: Path) -> Non
     duplicates = [
         t
         for t in study.get_trials(deepcopy=False)
-        if t.user_attrs[studyio.ATTR_WORKER] == "host:2" and studyio.trial_kind(t) is TrialKind.DUPLICATE
+        if t.user_attrs[schema.ATTR_WORKER] == "host:2" and t.user_attrs.get(schema.ATTR_KIND) == TrialKind.DUPLICATE
     ]
     assert 1 <= len(duplicates) <= 5  # the collision that reseeds it; in lockstep, all 10

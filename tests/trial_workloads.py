@@ -125,6 +125,22 @@ def paced(preset: str = "tiny", step_ms: float = 60.0) -> Workload:
     return Workload(_Hook(model, lambda: time.sleep(step_ms / 1e3)), make_batch, F.cross_entropy)  # type: ignore[arg-type]
 
 
+_BALLAST: list[torch.Tensor] = []  # kept alive: what the trial's peak memory must count
+
+
+def roomy(preset: str = "tiny", step_ms: float = 20.0, mib_per_sample: int = 24) -> Workload:
+    """Paced steps (larger batches are faster per sample, on any machine) whose batches hold ``mib_per_sample`` of
+    host memory per sample: a memory constraint then cuts the fastest, largest batches."""
+    model, make_parts = _mlp_parts()
+
+    def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        if not _BALLAST:
+            _BALLAST.append(torch.ones(batch_size * mib_per_sample * 2**18))  # touched: resident, counted
+        return make_parts(batch_size, device)  # type: ignore[operator,no-any-return]
+
+    return Workload(_Hook(model, lambda: time.sleep(step_ms / 1e3)), make_batch, F.cross_entropy)  # type: ignore[arg-type]
+
+
 # 300 block-size configurations, answered from synthetic records so that asks cost nothing.
 LOCKSTEP_SPACE = """\
 workload: {name: triton_matmul, preset: full}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError
 from autotune.profiling.table import ProfiledTrial, markdown, render, speedup
-from autotune.studyio import StudyInfo
+from autotune.records import StudyInfo
 
 if TYPE_CHECKING:
     import optuna

@@ -1,14 +1,14 @@
 """The report's plotly figures, one function each, all from a :class:`ReportData`.
 
-The Pareto front comes from ``optuna.visualization``; the others are plotly drawn here, because
-Optuna's own plots show ordinal params as indices and infeasible trials at their placeholder value.
+Drawn here rather than by ``optuna.visualization``: Optuna's own plots show ordinal params as indices,
+infeasible trials at their placeholder value and first measurements where the records rank by re-measured
+medians; and the Pareto front is the record model's (:attr:`TrialPoint.pareto`), not recomputed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import optuna
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -128,20 +128,30 @@ def slices_figure(data: ReportData, knobs: list[str]) -> go.Figure:
 
 
 def pareto_figure(data: ReportData) -> go.Figure | None:
-    """The Pareto front of the first two objectives (optuna.visualization); None with one objective."""
+    """The first two objectives of the feasible trials, the record model's Pareto front marked; None with one."""
     if len(data.info.objectives) < 2:
         return None
-    names = [m for m, _ in data.info.objectives[:2]]
-    study = optuna.create_study(directions=[d for _, d in data.info.objectives[:2]])
-    for p in data.points:
-        first, second = p.objectives[0], p.objectives[1]
-        if p.feasible and first is not None and second is not None:
-            attrs = {"trial": p.number, **{k: str(v) for k, v in p.params.items()}}
-            study.add_trial(optuna.trial.create_trial(values=[first, second], user_attrs=attrs))
-    if len(study.trials) == 0:
+    (first, first_direction), (second, _) = data.info.objectives[:2]
+    points = [p for p in data.points if p.feasible and None not in p.objectives[:2]]
+    if not points:
         return None
-    fig = optuna.visualization.plot_pareto_front(study, target_names=names)
-    fig.update_layout(title=f"Pareto front: {names[0]} ({data.info.objectives[0][1]}) against {names[1]}")
+    fig = go.Figure()
+    for name, on_front, color in (("other feasible trials", False, _OFF_COLOR), ("Pareto front", True, _BEST_COLOR)):
+        shown = sorted((p for p in points if p.pareto == on_front), key=lambda p: p.objectives[0] or 0.0)
+        fig.add_trace(
+            go.Scatter(
+                x=[p.objectives[0] for p in shown],
+                y=[p.objectives[1] for p in shown],
+                mode="lines+markers" if on_front else "markers",
+                name=name,
+                marker_color=color,
+                text=[_hover(p) for p in shown],
+                hoverinfo="text",
+            )
+        )
+    fig.update_layout(
+        title=f"Pareto front: {first} ({first_direction}) against {second}", xaxis_title=first, yaxis_title=second
+    )
     return fig
 
 
@@ -158,5 +168,6 @@ def gpu_time_figure(data: ReportData) -> go.Figure:
     """Where the sweep's trial time went, in minutes, one bar per part."""
     parts = {label: seconds / 60 for label, seconds in data.time.parts().items()}
     fig = go.Figure(go.Bar(x=list(parts.values()), y=list(parts), orientation="h", marker_color=_OK_COLOR))
-    fig.update_layout(title=f"where the trial time went ({data.time.total_s / 60:.1f} min)", xaxis_title="minutes")
+    title = f"where the trial time went ({data.time.trial_s / 60:.1f} min of trials, then re-measuring)"
+    fig.update_layout(title=title, xaxis_title="minutes")
     return fig

@@ -83,14 +83,19 @@ def _environment(env: Mapping[str, Any]) -> str:
 
 
 def _time_table(data: ReportData) -> str:
-    total = data.time.total_s or 1.0
-    rows = [[label, f"{s / 60:.1f} min", f"{s / total:.0%}"] for label, s in data.time.parts().items()]
+    time = data.time
+    rows = [[label, f"{s / 60:.1f} min", _share(time.share(s))] for label, s in time.parts().items()]
+    line = time.line()
     note = (
-        "<p class='note'>Each trial from its start to its record, every worker's: with one GPU per worker, GPU "
-        "time. Compile time is each trial's <code>compile_s</code>; a re-measurement run is counted at its "
-        "trial's own duration.</p>"
+        "<p class='note'>Shares are of trial time: each measured trial from its start to its record, every "
+        "worker's (with one GPU per worker, GPU time). Compiling is a compiled trial's <code>compile_s</code>; "
+        "re-measurements come after the search, timed where recorded.</p>"
     )
-    return _table(["part", "time", "share"], rows) + note
+    return (f"<p>{_esc(line)}</p>" if line else "") + _table(["part", "time", "share"], rows) + note
+
+
+def _share(share: float | None) -> str:
+    return "-" if share is None else f"{share:.0%}"
 
 
 def page(data: ReportData, figures: Mapping[str, go.Figure | None], env: Mapping[str, Any]) -> str:

@@ -48,7 +48,7 @@ def _failures(ax: Axes, data: ReportData, _importances: dict[str, float], _knobs
 def _gpu_time(ax: Axes, data: ReportData, _importances: dict[str, float], _knobs: list[str]) -> None:
     parts = data.time.parts()
     ax.barh(list(parts)[::-1], [s / 60 for s in parts.values()][::-1])
-    ax.set(title=f"where the trial time went ({data.time.total_s / 60:.1f} min)", xlabel="minutes")
+    ax.set(title=f"where the trial time went ({data.time.trial_s / 60:.1f} min of trials)", xlabel="minutes")
 
 
 def _pareto(ax: Axes, data: ReportData, _importances: dict[str, float], _knobs: list[str]) -> None:

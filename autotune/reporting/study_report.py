@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 import optuna
 import plotly.graph_objects as go
 
+from autotune.records import StudyInfo, StudyRecords
 from autotune.reporting import figures
 from autotune.reporting.data import ReportData, gather
 from autotune.reporting.html import page
 from autotune.reporting.importance import knob_importances, varying_knobs
 from autotune.reporting.png import write_pngs
-from autotune.studyio import DEFAULT_STORAGE, StudyInfo
+from autotune.studyio import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
     from autotune.tracking import SweepTracker
@@ -63,9 +64,16 @@ def _plotly_figures(data: ReportData, importances: dict[str, float], knobs: list
     }
 
 
-def write_report(study: optuna.Study, info: StudyInfo, output: Path, storage: str = DEFAULT_STORAGE) -> StudyReport:
-    """Write ``output`` (the HTML page) and its PNGs (:func:`figures_folder`) for ``study``."""
-    data = gather(study, info, storage)
+def write_report(
+    study: optuna.Study,
+    info: StudyInfo,
+    output: Path,
+    storage: str = DEFAULT_STORAGE,
+    records: StudyRecords | None = None,
+) -> StudyReport:
+    """Write ``output`` (the HTML page) and its PNGs (:func:`figures_folder`) for ``study`` (``records``: its
+    records, when the caller has them)."""
+    data = gather(study, info, storage, records)
     importances = knob_importances(data)
     feasible = [p for p in data.points if p.feasible]
     knobs = varying_knobs(feasible)

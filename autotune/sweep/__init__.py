@@ -12,12 +12,13 @@ Where things live (and where to add what):
 - ``setup.py``: opening or resuming the study, the budget, the default configuration queued first,
   orphans of killed workers retried.
 - ``storage.py``: the Optuna storage (SQLite in WAL mode), worker identity, heartbeats.
-- ``ledger.py``: :class:`~autotune.sweep.ledger.TrialLedger`, one worker's incremental view of the
-  study; a new per-proposal question about the study is answered there, not by re-reading trials.
+- the record model is :mod:`autotune.records`; a worker reads its study incrementally through ``ctx.records``
+  (:class:`~autotune.records.StudyRecords`): a new per-proposal question about the study is answered there,
+  not by re-reading trials.
 - ``proposals.py``: ask the sampler, decode params, answer repeats, reject infeasible configurations.
 - ``executors.py``: how a measured trial runs (isolated trial processes, or replayed records).
 - ``recorder.py``: a finished trial written to the study, told to Optuna, logged to MLflow; a new
-  per-trial attribute or MLflow field is added here.
+  per-trial attribute is written here (its name in :mod:`autotune.records.schema`, read back by the records).
 - ``remeasure.py`` and later finishing stages: each a :class:`~autotune.sweep.context.Stage` run
   in order after the loop (see ``Sweep._stages`` in ``loop.py``).
 - ``summary.py``: the sweep's summary, and the MLflow parent run completed.

@@ -1,4 +1,4 @@
-"""What the parts of one sweep worker share: the study and its view, the space, the executor, the mirrors."""
+"""What the parts of one sweep worker share: the study and its records, the space, the executor, the mirrors."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Protocol
 import optuna
 
 from autotune.progress import Progress
+from autotune.records import StudyInfo, StudyRecords
 from autotune.space import Space
-from autotune.studyio import StudyInfo
-from autotune.sweep.ledger import TrialLedger
 from autotune.sweep.options import Executor, SweepOptions
 
 if TYPE_CHECKING:
@@ -28,7 +27,7 @@ class SweepContext:
     study: optuna.Study
     storage: optuna.storages.BaseStorage
     info: StudyInfo
-    ledger: TrialLedger
+    records: StudyRecords  # the worker's incremental read of the study: every figure it shows comes from here
     executor: Executor
     progress: Progress
     tracker: SweepTracker | None

@@ -23,21 +23,16 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune import studyio
 from autotune.interrupts import Interrupted
-from autotune.results import TrialResult
+from autotune.records import TrialKind, TrialRecord, schema
 from autotune.space.settings import FinalistsSpec
-from autotune.studyio import TrialKind
 from autotune.sweep.context import SweepContext
 from autotune.sweep.proposals import Proposal
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.requeue import record_interrupted
 from autotune.sweep.storage import heartbeat, quiet_optuna, worker_id
 
-__all__ = ["ATTR_FINALIST_OF", "Finalists"]
-
-# On a finalist trial: the number of the search trial whose configuration it re-tries.
-ATTR_FINALIST_OF = "autotune.finalist_of"
+__all__ = ["Finalists"]
 
 
 class Finalists:
@@ -51,38 +46,33 @@ class Finalists:
         self.overrides = spec.knob_overrides()
 
     def run(self, ctx: SweepContext) -> None:
-        ctx.ledger.refresh()
-        for source, value in self._sources(ctx):
-            params = {**studyio.trial_params(source), **self.overrides}
-            if ctx.ledger.measured_with(params, -1) is not None:
+        ctx.records.refresh()
+        for source in self._sources(ctx):
+            params = {**source.params, **self.overrides}
+            if ctx.records.measured_with(params) is not None:
                 continue  # tried already: by an earlier run of this sweep, or by another worker (now or before)
             if self.deadline is not None and time.time() >= self.deadline:
                 ctx.progress.message("finalists: the sweep's time limit has passed; no finalist started")
                 return
-            self._try(ctx, source, value, params)
+            self._try(ctx, source, params)
 
-    def _sources(self, ctx: SweepContext) -> list[tuple[FrozenTrial, float | None]]:
-        """The best ranked search trials (finalists left out) that the overrides change, with their ranking values.
+    def _sources(self, ctx: SweepContext) -> list[TrialRecord]:
+        """The best ranked search trials (finalists left out) that the overrides change.
 
         Without a compile mode of its own, the stage passes over eager configurations: Inductor
         options would change nothing there.
         """
-        from autotune.leaderboard import leaderboard
-
-        trials = ctx.study.get_trials(deepcopy=False)  # numbered 0..n-1: a trial's number is its index
         sources = []
-        for row in leaderboard(ctx.study, ctx.info):
-            trial = trials[row.trial]
-            if row.rank is None or ATTR_FINALIST_OF in trial.user_attrs:
+        for record in ctx.records.ranked:
+            if record.finalist_of is not None:
                 continue
-            params = studyio.trial_params(trial)
-            if "compile_mode" not in self.overrides and params.get("compile_mode", "none") == "none":
+            if "compile_mode" not in self.overrides and record.params.get("compile_mode", "none") == "none":
                 continue
-            if {**params, **self.overrides} != params:
-                sources.append((trial, row.value))
+            if {**record.params, **self.overrides} != record.params:
+                sources.append(record)
         return sources[: self.spec.top]
 
-    def _try(self, ctx: SweepContext, source: FrozenTrial, value: float | None, params: dict[str, Any]) -> None:
+    def _try(self, ctx: SweepContext, source: TrialRecord, params: dict[str, Any]) -> None:
         trial = _new_trial(ctx, source, params)
         ctx.progress.message(
             f"finalist trial {trial.number}: trial {source.number} again with {_describe(self.overrides)}"
@@ -99,31 +89,33 @@ class Finalists:
             with quiet_optuna():
                 ctx.study.tell(trial, state=TrialState.FAIL)  # a bug: leave nothing RUNNING
             raise
-        recorder = Recorder(ctx.study, ctx.space, ctx.info.objectives, ctx.ledger, ctx.tracker)
+        recorder = Recorder(ctx.study, ctx.space, ctx.info.objectives, ctx.records, ctx.tracker)
         recorder.record(Proposal(trial, params, TrialKind.MEASURED), result)
-        ctx.ledger.refresh()
-        ctx.progress.message(f"finalist trial {trial.number}: {_outcome(result, ctx.info.objectives[0], value)}")
+        ctx.records.refresh()
+        finalist = ctx.records.trial(trial.number)
+        ctx.progress.message(f"finalist trial {trial.number}: {_outcome(finalist, ctx.info.objectives[0], source)}")
 
 
-def _new_trial(ctx: SweepContext, source: FrozenTrial, params: dict[str, Any]) -> optuna.Trial:
+def _new_trial(ctx: SweepContext, source: TrialRecord, params: dict[str, Any]) -> optuna.Trial:
     """A RUNNING trial of the study with ``source``'s sampler params (samplers see a point of the space) and
     ``params`` as the configuration it runs.
 
     Created from a template rather than by ``study.ask()``, which would pop a queued trial (a
     grid's leftover point, a retried orphan) in its place.
     """
+    searched = ctx.study.get_trials(deepcopy=False)[source.number]  # numbered 0..n-1: a number is an index
     template = FrozenTrial(
         number=-1,  # the storage numbers it
         state=TrialState.RUNNING,
         value=None,
         datetime_start=datetime.now(),
         datetime_complete=None,
-        params=dict(source.params),
-        distributions=dict(source.distributions),
+        params=dict(searched.params),
+        distributions=dict(searched.distributions),
         user_attrs={
-            studyio.ATTR_PARAMS: params,
-            studyio.ATTR_WORKER: worker_id(),
-            ATTR_FINALIST_OF: source.number,
+            schema.ATTR_PARAMS: params,
+            schema.ATTR_WORKER: worker_id(),
+            schema.ATTR_FINALIST_OF: source.number,
         },
         system_attrs={},
         intermediate_values={},
@@ -140,16 +132,17 @@ def _describe(overrides: dict[str, Any]) -> str:
     )
 
 
-def _outcome(result: TrialResult, objective: tuple[str, str], before: float | None) -> str:
-    if not result.ok:
-        return f"{result.status.value}: {result.reason}"
+def _outcome(finalist: TrialRecord, objective: tuple[str, str], source: TrialRecord) -> str:
+    """``ok throughput 6,094 images/s (1.039x its search trial)``, or how it failed."""
+    if not finalist.ok:
+        return f"{finalist.outcome}: {finalist.reason}"
     metric, direction = objective
-    value = result.metrics.get(metric)
-    if not isinstance(value, int | float):
-        return "ok"
-    unit = f" {result.metrics.get('throughput_unit', '')}" if metric == "throughput" else ""
-    text = f"ok {metric} {value:,.4g}{unit}"
-    if before and value:
-        ratio = value / before if direction == "maximize" else before / value
-        text += f" ({ratio:.3f}x its search trial)"
+    value = finalist.value
+    if value is None:
+        return finalist.outcome
+    unit = f" {finalist.metrics.get('throughput_unit', '')}" if metric == "throughput" else ""
+    text = f"{finalist.outcome} {metric} {value:,.4g}{unit}"
+    if source.value:
+        ratio = value / source.value if direction == "maximize" else source.value / value
+        text += f" ({ratio:.3f}x its search trial, {source.value_is})"
     return text

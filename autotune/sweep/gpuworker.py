@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from autotune.errors import AutotuneError, first_line
 from autotune.interrupts import STOP_SIGNALS, Interrupted, StopSignals
 from autotune.progress import Progress
+from autotune.records import Tally
 from autotune.space import Space
-from autotune.studyio import Tally
 from autotune.sweep.options import SweepOptions, SweepSummary
 
 if TYPE_CHECKING:

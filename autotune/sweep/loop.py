@@ -18,14 +18,14 @@ from optuna.trial import TrialState
 
 from autotune.interrupts import Interrupted, StopSignals
 from autotune.jobspec import Pruning
-from autotune.progress import Progress
+from autotune.progress import Progress, winner_text
+from autotune.records import StudyRecords, TrialKind, TrialRecord
 from autotune.results import TrialResult
 from autotune.space import Space
-from autotune.studyio import TrialKind, redact_url
+from autotune.studyio import redact_url
 from autotune.sweep.compilegain import compile_gain_bound
 from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.executors import replay_executor, trial_executor
-from autotune.sweep.ledger import TrialLedger
 from autotune.sweep.options import Executor, SweepOptions, SweepSummary
 from autotune.sweep.profile import Profile
 from autotune.sweep.proposals import Proposal, Proposer
@@ -76,12 +76,12 @@ class Sweep:
         if options.tracking:
             from autotune.tracking import SweepTracker
 
-            tracker = SweepTracker(study.study_name, options.tracking_uri)
-        ledger = TrialLedger(study, info.objectives)
-        self.ctx = SweepContext(space, options, study, storage, info, ledger, executor, progress, tracker)
+            tracker = SweepTracker(study.study_name, options.tracking_uri, objective=info.objectives[0][0])
+        records = StudyRecords.read(study, info)
+        self.ctx = SweepContext(space, options, study, storage, info, records, executor, progress, tracker)
         self.budget, self.deadline = trial_budget(space, options)
-        self.proposer = Proposer(study, space, ledger, worker or worker_id(), self.budget)
-        self.recorder = Recorder(study, space, info.objectives, ledger, tracker)
+        self.proposer = Proposer(study, space, records, worker or worker_id(), self.budget)
+        self.recorder = Recorder(study, space, info.objectives, records, tracker)
         self.signals = StopSignals()
         self.device_check = device_check
         self.device_failure: str | None = None  # why the device was taken out, once it was
@@ -122,9 +122,9 @@ class Sweep:
         with self.signals.deferred():
             recover_orphans(ctx.study, ctx.storage, ctx.progress)
             self.budget = self.proposer.budget = enqueue_first_trials(ctx.study, ctx.space, self.budget)
-            ctx.ledger.refresh()
+            ctx.records.refresh()
         ctx.progress.budget, ctx.progress.deadline = self.budget, self.deadline
-        ctx.progress.done = ctx.ledger.tally().measured
+        ctx.progress.done = ctx.records.tally().measured
         skips = 0
         while True:
             with self.signals.deferred():
@@ -137,8 +137,8 @@ class Sweep:
         """A finishing worker's start: the search is the other workers' and has ended; take in what they found."""
         if self.ctx.tracker is not None:
             self.ctx.tracker.start(self._run_params(), self.ctx.space.path)
-        self.ctx.ledger.refresh()
-        self.ctx.progress.done = self.ctx.ledger.tally().measured
+        self.ctx.records.refresh()
+        self.ctx.progress.done = self.ctx.records.tally().measured
         return "the search workers have ended"
 
     def _stages(self) -> list[Stage]:
@@ -187,7 +187,7 @@ class Sweep:
                     ctx.study.tell(trial, state=TrialState.FAIL)  # bad input or a bug: leave nothing RUNNING
                 raise
             self.recorder.record(proposal, result)
-            ctx.ledger.refresh()
+            ctx.records.refresh()
             self._report(label, proposal, result, time.monotonic() - started)
             return proposal.kind is TrialKind.MEASURED
 
@@ -203,19 +203,23 @@ class Sweep:
         objectives, ratio = self.ctx.info.objectives, self.ctx.options.prune_ratio
         if not ratio or len(objectives) > 1 or objectives[0] != ("throughput", "maximize"):
             return None
-        best = self.ctx.ledger.best_feasible()
-        measured = (entry.result for entry in self.ctx.ledger.measured)
-        return Pruning(ratio * best if best is not None else None, compile_gain_bound(proposal.params, measured))
+        winner = self.ctx.records.winner
+        measured = (record.result for record in self.ctx.records.measured if record.result is not None)
+        gain = compile_gain_bound(proposal.params, measured)
+        if winner is None or winner.value is None:
+            return Pruning(None, gain)
+        basis = f"{ratio:g} x trial {winner.number}'s {winner.value:,.4g}, {winner.value_is}"
+        return Pruning(ratio * winner.value, gain, basis)
 
     def _stop_reason(self, skips: int) -> str:
-        ledger, patience = self.ctx.ledger, self.ctx.options.patience
+        records, patience = self.ctx.records, self.ctx.options.patience
         # Trials other workers are running now will count once they finish: don't start more than the budget.
-        if self.budget is not None and len(ledger.measured) + len(ledger.running) >= self.budget:
+        if self.budget is not None and len(records.measured) + len(records.running) >= self.budget:
             return f"budget of {self.budget} measured trials reached"
         if self.deadline is not None and time.time() >= self.deadline:
             return "sweep time limit reached"
-        if patience and ledger.trials_since_best() >= patience:
-            return f"no improvement in the last {patience} measured trials"
+        if patience and records.trials_since_best() >= patience:
+            return f"no improvement of the ranked {records.metric} in the last {patience} measured trials"
         if skips >= MAX_SKIPS_IN_A_ROW:
             return f"search space exhausted ({skips} proposals in a row were already measured or infeasible)"
         if failure := self._device_unfit():
@@ -257,18 +261,10 @@ class Sweep:
         }
 
     def _report(self, label: str, proposal: Proposal, result: TrialResult, seconds: float) -> None:
+        records = self.ctx.records
         measured = proposal.kind is TrialKind.MEASURED
-        outcome = _outcome(proposal, result, self.ctx.info.objectives[0][0])
-        self.ctx.progress.finished(label, outcome, seconds, measured, self.ctx.ledger.tally(), self._best_text())
-
-    def _best_text(self) -> str:
-        leader = self.ctx.ledger.leader()
-        if leader is None:
-            return "none yet"
-        best, value, speedup = leader
-        unit = best.result.metrics.get("throughput_unit", "") if self.ctx.info.objectives[0][0] == "throughput" else ""
-        speedup_text = f" ({speedup:.2f}x default)" if speedup else ""
-        return f"t{best.number:03d} {value:,.4g} {unit}{speedup_text}".replace("  ", " ")
+        outcome = _outcome(proposal, records.trial(proposal.trial.number), result, records.metric)
+        self.ctx.progress.finished(label, outcome, seconds, measured, records.tally(), winner_text(records))
 
 
 def _label(number: int, params: dict[str, object]) -> str:
@@ -277,18 +273,21 @@ def _label(number: int, params: dict[str, object]) -> str:
     return trial_run_name(number, params)
 
 
-def _outcome(proposal: Proposal, result: TrialResult, metric: str) -> str:
-    """What the progress line says of a finished proposal."""
+def _outcome(proposal: Proposal, record: TrialRecord, result: TrialResult, metric: str) -> str:
+    """What the progress line says of a finished proposal: its outcome as the records name it."""
     if proposal.kind is TrialKind.DUPLICATE:
         source = proposal.source
         return f"same as trial {source.number}, not run again" if source else str(result.reason)
     if proposal.kind in (TrialKind.REJECTED, TrialKind.SURPLUS):
         return str(result.reason)
-    if not result.ok:
-        return f"{result.status.value}: {result.reason}"
-    unit = result.metrics.get("throughput_unit", "") if metric == "throughput" else ""
-    outcome = f"ok {metric} {result.metrics.get(metric, float('nan')):,.4g} {unit}".rstrip()
-    if result.metrics.get("gpu_other_processes"):
+    if not record.ok:
+        return f"{record.outcome}: {record.reason}"
+    unit = record.metrics.get("throughput_unit", "") if metric == "throughput" else ""
+    value = record.value if record.value is not None else float("nan")
+    outcome = f"{record.outcome} {metric} {value:,.4g} {unit}".rstrip()
+    if record.outcome == "infeasible":
+        outcome += f" (broke a constraint: {record.reason})" if record.reason else " (broke a constraint)"
+    if record.metrics.get("gpu_other_processes"):
         outcome += " (WARNING: other processes used the GPU while it was timed: not trustworthy)"
     return "".join([outcome, *(f" (WARNING: {warning})" for warning in result.warnings)])
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autotune import studyio
 from autotune.errors import AutotuneError
 from autotune.jobspec import Pruning
+from autotune.records import Tally, TimeShares
 from autotune.results import TrialResult
 
 __all__ = ["DEFAULT_TRIALS", "Executor", "SweepOptions", "SweepSummary"]
@@ -58,25 +59,46 @@ class SweepOptions:
 
 @dataclass
 class SweepSummary:
-    """How a sweep ended, for the command's last lines."""
+    """How a sweep ended, for the command's last lines: the record model's answers at the end, rendered."""
 
     study_name: str
-    measured: int = 0
-    pruned: int = 0
-    failed: int = 0
-    skipped: int = 0
     stop_reason: str = ""
+    wall_s: float = 0.0
+    tally: Tally = field(default_factory=lambda: Tally(0, 0, 0))
+    skipped: int = 0  # proposals that ran nothing: duplicates, rejected, surplus
     best_trial: int | None = None
     best_value: float | None = None
+    best_value_is: str = ""  # "median of 3 re-measurements" or "one measurement"
     speedup: float | None = None
-    wall_s: float = 0.0
+    faster_infeasible: int = 0  # ok trials that measured better than the winner but broke a constraint
     leaderboard: str = ""
-    # Where the measured trials' time went (every worker's): in all, compiling, and in trials that ended pruned.
-    trial_s: float = 0.0
-    compile_s: float = 0.0
-    pruned_s: float = 0.0
+    time: TimeShares = field(default_factory=TimeShares)  # where the measured trials' time went (every worker's)
+
+    @property
+    def measured(self) -> int:
+        return self.tally.measured
+
+    @property
+    def pruned(self) -> int:
+        return self.tally.pruned
+
+    @property
+    def failed(self) -> int:
+        return self.tally.failed
+
+    @property
+    def trial_s(self) -> float:
+        return self.time.trial_s
+
+    @property
+    def compile_s(self) -> float:
+        return self.time.compile_s
+
+    @property
+    def pruned_s(self) -> float:
+        return self.time.pruned_s
 
     @property
     def pruned_share(self) -> float | None:
         """The share of trial time spent in trials that ended pruned (None before any trial ran)."""
-        return self.pruned_s / self.trial_s if self.trial_s > 0 else None
+        return self.time.pruned_share

@@ -10,12 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.errors import AutotuneError
+from autotune.records import schema
 from autotune.sweep.context import SweepContext
 
-__all__ = ["ATTR_PROFILED", "Profile", "profile_folder"]
-
-# {"default": n, "winner": m}: the trials the last finished profile compared (a study attribute).
-ATTR_PROFILED = "autotune.profiled"
+__all__ = ["Profile", "profile_folder"]
 
 
 def profile_folder(study_name: str) -> Path:
@@ -40,7 +38,7 @@ class Profile:
         try:
             default, winner = pick_trials(ctx.study, ctx.info)
             pair = {"default": default.trial, "winner": winner.trial}
-            if ctx.study.user_attrs.get(ATTR_PROFILED) == pair:
+            if ctx.study.user_attrs.get(schema.STUDY_ATTR_PROFILED) == pair:
                 name = ctx.study.study_name
                 ctx.progress.message(
                     f"profile: trials {default.trial} and {winner.trial} were profiled already "
@@ -54,4 +52,4 @@ class Profile:
         ctx.progress.message(profile.text())
         if ctx.tracker is not None:
             profile.log(ctx.tracker)
-        ctx.study.set_user_attr(ATTR_PROFILED, pair)
+        ctx.study.set_user_attr(schema.STUDY_ATTR_PROFILED, pair)

@@ -12,13 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, Trial, TrialState
+from optuna.trial import Trial, TrialState
 
-from autotune import studyio
+from autotune.records import StudyRecords, TrialKind, TrialRecord, schema
 from autotune.results import Status, TrialResult
 from autotune.space import Space
-from autotune.studyio import TrialKind
-from autotune.sweep.ledger import TrialLedger
 from autotune.sweep.storage import quiet_optuna
 
 __all__ = ["Proposal", "Proposer"]
@@ -37,40 +35,40 @@ class Proposal:
     params: dict[str, Any]
     kind: TrialKind
     answer: TrialResult | None = None
-    source: FrozenTrial | None = None
+    source: TrialRecord | None = None
 
 
 class Proposer:
     """Asks the study's sampler for trials on behalf of one worker, named ``worker`` in the study."""
 
     def __init__(
-        self, study: optuna.Study, space: Space, ledger: TrialLedger, worker: str, budget: int | None = None
+        self, study: optuna.Study, space: Space, records: StudyRecords, worker: str, budget: int | None = None
     ) -> None:
         self.study = study
         self.space = space
-        self.ledger = ledger
+        self.records = records
         self.worker = worker
         self.budget = budget  # measured trials in all, every worker's (None: no limit)
         # Trials numbered from here on were created while this worker runs: a single worker's own,
         # or another worker's beside it. Earlier ones (a resumed sweep's) never count as concurrent.
-        self.first_new_trial = ledger.total
+        self.first_new_trial = records.total
 
     def ask(self) -> Trial:
         """A new RUNNING trial of this worker (a queued one first: the default, a retried orphan)."""
         with quiet_optuna():
             trial = self.study.ask()
-        trial.set_user_attr(studyio.ATTR_WORKER, self.worker)
+        trial.set_user_attr(schema.ATTR_WORKER, self.worker)
         return trial
 
     def propose(self, trial: Trial) -> Proposal:
         """Sample ``trial``'s params and decide how it is answered."""
         params = self.space.suggest(trial)
-        trial.set_user_attr(studyio.ATTR_PARAMS, params)
-        self.ledger.refresh()  # other workers' trials up to this moment
+        trial.set_user_attr(schema.ATTR_PARAMS, params)
+        self.records.refresh()  # other workers' trials up to this moment
         if self._budget_taken(trial.number):
             reason = "the budget is taken by trials other workers are running"
             return Proposal(trial, params, TrialKind.SURPLUS, TrialResult.failed(Status.INVALID, reason, params))
-        earlier = self.ledger.measured_with(params, trial.number)
+        earlier = self.records.measured_with(params, trial.number)
         if earlier is not None and self._by_a_concurrent_worker(earlier):
             # Workers started with the same seed propose in lockstep (TPE's random start-up ignores
             # the history): the one that collided draws from fresh entropy from now on.
@@ -79,9 +77,8 @@ class Proposer:
             reason = f"being measured by trial {earlier.number} (another worker)"
             return Proposal(trial, params, TrialKind.DUPLICATE, TrialResult.failed(Status.INVALID, reason, params))
         if earlier is not None:
-            answer = studyio.trial_result(earlier)
-            assert answer is not None  # the ledger indexes measured trials with a result only
-            return Proposal(trial, params, TrialKind.DUPLICATE, answer, earlier)
+            assert earlier.result is not None  # measured trials have a result
+            return Proposal(trial, params, TrialKind.DUPLICATE, earlier.result, earlier)
         feasible, rule = self.space.is_feasible(params)
         if not feasible:
             answer = TrialResult.failed(Status.INVALID, f"rejected by rule: {rule}", params)
@@ -96,10 +93,10 @@ class Proposer:
         """
         if self.budget is None:
             return False
-        earlier_running = sum(1 for t in self.ledger.running if t.number < number)
-        return len(self.ledger.measured) + earlier_running >= self.budget
+        earlier_running = sum(1 for r in self.records.running if r.number < number)
+        return len(self.records.measured) + earlier_running >= self.budget
 
-    def _by_a_concurrent_worker(self, trial: FrozenTrial) -> bool:
+    def _by_a_concurrent_worker(self, trial: TrialRecord) -> bool:
         """True for a trial another worker is running, or one another worker created since this one started.
 
         A single worker never sees one, so its proposals stay exactly those of its seed; a resumed
@@ -107,4 +104,4 @@ class Proposer:
         """
         if trial.state is TrialState.RUNNING:
             return True
-        return trial.number >= self.first_new_trial and trial.user_attrs.get(studyio.ATTR_WORKER) != self.worker
+        return trial.number >= self.first_new_trial and trial.worker != self.worker

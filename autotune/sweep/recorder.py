@@ -6,39 +6,50 @@ How outcomes reach the sampler (Optuna's samplers learn only from COMPLETE trial
 - oom, and configurations rejected by a feasibility rule: COMPLETE and infeasible (the value is a
   placeholder: the worst feasible value so far), so TPE/GP learn where the boundary is;
 - pruned after warm-up: PRUNED, with the warm-up steps' throughputs as intermediate values;
-- crash, timeout, compile_error, numerics, invalid: FAIL, with status and reason as attributes.
+- crash, timeout, compile_error, numerics, invalid: FAIL, with status and reason as attributes;
+- a duplicate (a configuration measured before): its source's state, values and constraint, and
+  ``autotune.duplicate_of`` naming the source, so Optuna (and optuna-dashboard) tell the same story.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import Trial, TrialState
 
-from autotune import studyio
 from autotune.errors import AutotuneError
+from autotune.records import StudyRecords, TrialKind, TrialRecord, schema
+from autotune.records.trial import read_trial
 from autotune.results import Status, TrialResult
 from autotune.space import Space
-from autotune.studyio import TrialKind
-from autotune.sweep.ledger import TrialLedger
 from autotune.sweep.proposals import Proposal
 from autotune.sweep.storage import quiet_optuna
 
 if TYPE_CHECKING:
     from autotune.tracking import SweepTracker
 
-__all__ = ["INFEASIBLE_STATUSES", "Recorder", "trial_tags"]
+__all__ = ["INFEASIBLE_STATUSES", "Recorder", "placeholder_values"]
 
 log = logging.getLogger(__name__)
 
 INFEASIBLE_STATUSES = (Status.OOM,)  # failures that teach the sampler a boundary
 
 
-def trial_tags(trial_attrs: dict[str, Any]) -> dict[str, str]:
-    """The MLflow tags a trial's child run carries besides its outcome."""
-    return {"autotune.default": "true"} if trial_attrs.get(studyio.ATTR_DEFAULT) else {}
+def placeholder_values(records: StudyRecords) -> list[float]:
+    """For infeasible trials: the worst value told for a feasible trial so far, per objective, a floor the
+    samplers never prefer (0.0 before any)."""
+    told = [r.first_values for r in records.measured if r.feasible and r.first_values is not None]
+    if not told:
+        return [0.0] * len(records.objectives)
+    worst = []
+    for i, (_, direction) in enumerate(records.objectives):
+        column = [values[i] for values in told]
+        worst.append(min(column) if direction == "maximize" else max(column))
+    return worst
 
 
 class Recorder:
@@ -49,26 +60,29 @@ class Recorder:
         study: optuna.Study,
         space: Space,
         objectives: tuple[tuple[str, str], ...],
-        ledger: TrialLedger,
+        records: StudyRecords,
         tracker: SweepTracker | None,
     ) -> None:
         self.study = study
         self.space = space
         self.objectives = objectives
-        self.ledger = ledger
+        self.records = records
         self.tracker = tracker
 
     def record(self, proposal: Proposal, result: TrialResult) -> None:
         """Store ``result`` as the outcome of ``proposal`` and finish its trial."""
-        trial, kind, source = proposal.trial, proposal.kind, proposal.source
-        violation = source.user_attrs.get(studyio.ATTR_VIOLATION) if source else self._violation(kind, result)
+        if proposal.source is not None:
+            self._record_duplicate(proposal, proposal.source)
+            return
+        trial, kind = proposal.trial, proposal.kind
+        violation = self._violation(kind, result)
         values = self._objective_values(result) if result.ok else None
         if result.ok and values is None:
             missing = [m for m, _ in self.objectives if m not in result.metrics]
             result = TrialResult.failed(Status.INVALID, f"objective metric not reported: {missing}", proposal.params)
             violation = None
-        for key, value in self._attrs(proposal, result, violation).items():
-            trial.set_user_attr(key, value)
+        self._set_attrs(trial, self._attrs(proposal, result, violation))
+        logged = self._log_to_mlflow(trial, result) if kind is TrialKind.MEASURED else None
         with quiet_optuna():
             if result.status is Status.PRUNED and kind is TrialKind.MEASURED:
                 self._tell_pruned(trial, result)
@@ -76,29 +90,61 @@ class Recorder:
                 self.study.tell(trial, state=TrialState.FAIL)
             else:
                 trial.set_constraint("feasibility", violation)  # what the samplers learn the boundary from
-                self.study.tell(trial, values if values is not None else self.ledger.placeholder_values())
+                self.study.tell(trial, values if values is not None else placeholder_values(self.records))
+        if logged is not None and logged.default and self.tracker is not None:
+            # The yardstick is known now: trials other workers logged before it get their speedup.
+            self.records.refresh()
+            self.tracker.sync(self.records)
+
+    def _record_duplicate(self, proposal: Proposal, source: TrialRecord) -> None:
+        """Answer ``proposal`` from ``source``: the same result, state, values and constraint."""
+        assert source.result is not None  # a source is a measured trial
+        trial = proposal.trial
+        attrs = self._attrs(proposal, source.result, source.violation)
+        attrs[schema.ATTR_DUPLICATE_OF] = source.number
+        self._set_attrs(trial, attrs)
+        with quiet_optuna():
+            if source.state is TrialState.COMPLETE and source.first_values is not None:
+                if source.violation is not None:
+                    trial.set_constraint("feasibility", source.violation)
+                self.study.tell(trial, list(source.first_values))
+            elif source.state is TrialState.PRUNED:
+                trial.set_constraint("feasibility", -1.0)
+                self.study.tell(trial, state=TrialState.PRUNED)
+            else:
+                self.study.tell(trial, state=TrialState.FAIL)
+
+    @staticmethod
+    def _set_attrs(trial: Trial, attrs: dict[str, Any]) -> None:
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
 
     def _attrs(self, proposal: Proposal, result: TrialResult, violation: float | None) -> dict[str, Any]:
         stored = result.to_dict()
         stored.pop("series", None)  # per-step series go to MLflow artifacts, not the study database
         attrs: dict[str, Any] = {
-            studyio.ATTR_KIND: proposal.kind.value,
-            studyio.ATTR_RESULT: stored,
-            studyio.ATTR_STATUS: result.status.value,
-            studyio.ATTR_REASON: result.reason,
+            schema.ATTR_KIND: proposal.kind.value,
+            schema.ATTR_RESULT: stored,
+            schema.ATTR_STATUS: result.status.value,
+            schema.ATTR_REASON: result.reason,
         }
         if violation is not None:
-            attrs[studyio.ATTR_VIOLATION] = violation
+            attrs[schema.ATTR_VIOLATION] = violation
         if result.input_bound:
-            attrs[studyio.ATTR_INPUT_BOUND] = True
-        if proposal.source is not None:
-            attrs[studyio.ATTR_DUPLICATE_OF] = proposal.source.number
-        if proposal.kind is TrialKind.MEASURED and self.tracker is not None:
-            tags = trial_tags(proposal.trial.user_attrs)
-            run_id = self.tracker.log_trial(proposal.trial.number, result, proposal.params, tags, result.series)
-            if run_id:
-                attrs[studyio.ATTR_MLFLOW_RUN] = run_id
+            attrs[schema.ATTR_INPUT_BOUND] = True
         return attrs
+
+    def _log_to_mlflow(self, trial: Trial, result: TrialResult) -> TrialRecord | None:
+        """Log the trial's run as the records read it, ending now; keep its run id on the trial. Returns the record
+        logged (None without MLflow)."""
+        if self.tracker is None:
+            return None
+        frozen = self.study._storage.get_trial(trial._trial_id)
+        record = replace(read_trial(frozen, self.objectives), ended=datetime.now())
+        run_id = self.tracker.log_trial(record, self.records.speedup(record), result.series)
+        if run_id:
+            trial.set_user_attr(schema.ATTR_MLFLOW_RUN, run_id)
+        return record
 
     def _violation(self, kind: TrialKind, result: TrialResult) -> float | None:
         """> 0 infeasible, <= 0 feasible, None for outcomes that are told as FAIL."""

@@ -1,19 +1,38 @@
-"""Finishing stage: measure the top k again in fresh processes; the leaderboard then ranks by their medians.
+"""Finishing stage: measure the top k again in fresh processes; every view then ranks them by their medians.
 
 The best of many noisy measurements is biased upwards: a configuration can lead because its one
-measurement was lucky. Re-measured medians keep such outliers from winning. A trial re-measured
-already (by an earlier run of this sweep, or by another worker) is left as it is.
+measurement was lucky. Re-measured medians keep such outliers from winning. The medians of every
+numeric metric the runs report are kept too, so a view shows the step time of the same runs as the
+throughput it ranks by. A trial re-measured already (by an earlier run of this sweep, or by another
+worker) is left as it is.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
+from collections.abc import Sequence
 from typing import Any
 
-from autotune import studyio
+from autotune.records import Remeasurement, TrialRecord, schema
+from autotune.records.trial import finite
+from autotune.results import TrialResult
 from autotune.sweep.context import SweepContext
 
-__all__ = ["Remeasure"]
+__all__ = ["Remeasure", "medians"]
+
+
+def medians(results: Sequence[TrialResult]) -> dict[str, float]:
+    """The median of each numeric metric that every one of ``results`` reports."""
+    if not results:
+        return {}
+    names = set.intersection(*(set(r.metrics) for r in results))
+    out = {}
+    for name in sorted(names):
+        values = [finite(r.metrics[name]) for r in results]
+        if all(v is not None for v in values):
+            out[name] = statistics.median(v for v in values if v is not None)
+    return out
 
 
 class Remeasure:
@@ -28,36 +47,38 @@ class Remeasure:
         self.repeats = repeats
 
     def run(self, ctx: SweepContext) -> None:
-        from autotune.leaderboard import leaderboard
-
         if self.top == 0 or self.repeats == 0:
             return
-        rows = [r for r in leaderboard(ctx.study, ctx.info) if r.rank is not None and r.rank <= self.top]
-        metric = ctx.info.objectives[0][0]
-        trials = ctx.study.get_trials(deepcopy=False)  # numbered 0..n-1: a trial's number is its index
-        study_attrs = ctx.study.user_attrs
-        for row in rows:
-            trial = trials[row.trial]
-            if studyio.remeasured(ctx.study, trial, study_attrs) is not None:
+        ctx.records.reread_remeasurements()  # another process may have re-measured some already
+        for record in ctx.records.ranked[: self.top]:
+            if record.remeasured is not None:
                 continue
-            ctx.progress.message(f"re-measuring trial {row.trial} ({self.repeats}x in fresh processes)")
-            values = self._measure(ctx, studyio.trial_params(trial), metric)
-            data: dict[str, Any] = {"metric": metric, "values": values, "first": row.value}
-            if values:
-                median = statistics.median(values)
-                cv = statistics.pstdev(values) / statistics.fmean(values) if len(values) > 1 else 0.0
-                data.update(median=median, cv=cv)
-                if ctx.tracker is not None:
-                    ctx.tracker.add_trial_metrics(row.trial, {f"remeasured_{metric}": median, "remeasured_cv": cv})
-            studyio.store_remeasured(ctx.study, row.trial, data)
-            ctx.ledger.note_remeasured(row.trial, data)
+            ctx.progress.message(f"re-measuring trial {record.number} ({self.repeats}x in fresh processes)")
+            data = self._remeasure(ctx, record).to_dict()
+            ctx.study.set_user_attr(schema.remeasured_key(record.number), data)
+            ctx.records.note_remeasured(record.number, data)
+            if ctx.tracker is not None and data.get("median") is not None:
+                again = {f"remeasured_{ctx.records.metric}": data["median"], "remeasured_cv": data["cv"]}
+                ctx.tracker.add_trial_metrics(record.number, again)
 
-    def _measure(self, ctx: SweepContext, params: dict[str, Any], metric: str) -> list[float]:
-        values = []
+    def _remeasure(self, ctx: SweepContext, record: TrialRecord) -> Remeasurement:
+        metric = ctx.records.metric
+        started = time.monotonic()
+        results = [r for r in self._runs(ctx, record.params) if r.ok and finite(r.metrics.get(metric)) is not None]
+        values = tuple(float(r.metrics[metric]) for r in results)
+        summary: dict[str, Any] = {}
+        if values:
+            median = statistics.median(values)
+            cv = statistics.pstdev(values) / statistics.fmean(values) if len(values) > 1 else 0.0
+            summary = {"median": median, "cv": cv, "metrics": medians(results)}
+        seconds = time.monotonic() - started
+        return Remeasurement(metric, values, first=record.value, seconds=seconds, **summary)
+
+    def _runs(self, ctx: SweepContext, params: dict[str, Any]) -> list[TrialResult]:
+        results = []
         for _ in range(self.repeats):
             result = ctx.executor(params, ctx.space.budget.trial_timeout_s, None)
-            if result.ok and metric in result.metrics:
-                values.append(float(result.metrics[metric]))
-            else:
+            if not result.ok:
                 ctx.progress.message(f"  re-measurement {result.status.value}: {result.reason}")
-        return values
+            results.append(result)
+        return results

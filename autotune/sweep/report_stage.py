@@ -55,7 +55,7 @@ class Report:
 
         path = report_path(ctx.study.study_name, ctx.options.storage)
         try:
-            report = write_report(ctx.study, ctx.info, path, ctx.options.storage)
+            report = write_report(ctx.study, ctx.info, path, ctx.options.storage, ctx.records)
         except Exception as exc:  # a bug in drawing must not cost the sweep its summary and MLflow run
             ctx.progress.message(f"report: not made: {type(exc).__name__}: {exc}")
             return None

@@ -14,12 +14,10 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from autotune import studyio
+from autotune.records import schema
 from autotune.sweep.storage import quiet_optuna
 
-__all__ = ["INTERRUPTED", "record_interrupted"]
-
-INTERRUPTED = "interrupted"  # the autotune.status of a trial stopped by a signal (not a trial outcome)
+__all__ = ["record_interrupted"]
 
 
 def record_interrupted(study: optuna.Study, trial: Trial, signame: str, *, queue_again: bool) -> None:
@@ -28,8 +26,8 @@ def record_interrupted(study: optuna.Study, trial: Trial, signame: str, *, queue
     Leave ``queue_again`` False for a trial whose configuration was not chosen yet (nothing to re-run).
     """
     again = "; it runs again when the sweep resumes" if queue_again else ""
-    trial.set_user_attr(studyio.ATTR_STATUS, INTERRUPTED)
-    trial.set_user_attr(studyio.ATTR_REASON, f"interrupted by {signame} before it finished{again}")
+    trial.set_user_attr(schema.ATTR_STATUS, schema.INTERRUPTED)
+    trial.set_user_attr(schema.ATTR_REASON, f"interrupted by {signame} before it finished{again}")
     with quiet_optuna():
         study.tell(trial, state=TrialState.FAIL)
     if queue_again:
@@ -44,8 +42,8 @@ def _queue_again(study: optuna.Study, trial: FrozenTrial) -> None:
     history = [*trial.system_attrs.get("retry_history", []), trial.number]
     system_attrs = {"failed_trial": history[0], "retry_history": history}
     user_attrs: dict[str, Any] = {}
-    if trial.user_attrs.get(studyio.ATTR_DEFAULT):
-        user_attrs[studyio.ATTR_DEFAULT] = True  # the leaderboard's baseline stays the default configuration
+    if trial.user_attrs.get(schema.ATTR_DEFAULT):
+        user_attrs[schema.ATTR_DEFAULT] = True  # the leaderboard's baseline stays the default configuration
     study.add_trial(
         optuna.create_trial(
             state=TrialState.WAITING,

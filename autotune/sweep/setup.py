@@ -9,14 +9,14 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
-from autotune import studyio
 from autotune.errors import AutotuneError
 from autotune.evidence import Evidence, load_evidence
 from autotune.progress import Progress
+from autotune.records import StudyRecords, schema
+from autotune.records.schema import StudyInfo
 from autotune.samplers import make_sampler
 from autotune.samplerview import OrdinalView
 from autotune.space import Space
-from autotune.studyio import StudyInfo
 from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions
 from autotune.sweep.storage import close_storage, is_dead_local_worker, open_storage, quiet_optuna
 
@@ -140,7 +140,7 @@ def _warm_start(
     A resumed sweep keeps proposing as it began, so it reads the same evidence without the flag; if
     that study is gone, it says so and goes on without.
     """
-    recorded = study.user_attrs.get(studyio.STUDY_ATTR_WARM_START)
+    recorded = study.user_attrs.get(schema.STUDY_ATTR_WARM_START)
     if evidence is None and recorded:
         try:
             evidence = load_evidence(recorded["study"], storage, space, study.study_name)
@@ -151,16 +151,16 @@ def _warm_start(
     if evidence is None:
         return None
     if recorded != evidence.provenance():
-        study.set_user_attr(studyio.STUDY_ATTR_WARM_START, evidence.provenance())
+        study.set_user_attr(schema.STUDY_ATTR_WARM_START, evidence.provenance())
     if progress is not None:
         progress.message(evidence.summary())
     return evidence
 
 
 def _check_same_study(study: optuna.Study, info: StudyInfo, storage: str) -> None:
-    stored = studyio.load_study_info(study)
+    stored = schema.load_study_info(study)
     if stored is None:
-        study.set_user_attr(studyio.STUDY_ATTR_INFO, info.to_dict())
+        study.set_user_attr(schema.STUDY_ATTR_INFO, info.to_dict())
         return
     if (stored.workload, stored.preset, stored.objectives) != (info.workload, info.preset, info.objectives):
         raise AutotuneError(
@@ -183,7 +183,7 @@ def recover_orphans(study: optuna.Study, storage: optuna.storages.BaseStorage, p
     with quiet_optuna():
         retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not is_dead_local_worker(trial.user_attrs.get(studyio.ATTR_WORKER)):
+        if not is_dead_local_worker(trial.user_attrs.get(schema.ATTR_WORKER)):
             continue
         try:
             storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
@@ -206,8 +206,8 @@ def enqueue_first_trials(study: optuna.Study, space: Space, budget: int | None) 
     and, for a grid sampler, every point of the grid; returns the budget, capped by the grid's size
     (also when resuming, or when another process queued the grid)."""
     trials = study.get_trials(deepcopy=False)
-    if not any(t.user_attrs.get(studyio.ATTR_DEFAULT) for t in trials):
-        study.enqueue_trial(space.optuna_params(space.default_params()), user_attrs={studyio.ATTR_DEFAULT: True})
+    if not any(t.user_attrs.get(schema.ATTR_DEFAULT) for t in trials):
+        study.enqueue_trial(space.optuna_params(space.default_params()), user_attrs={schema.ATTR_DEFAULT: True})
     if space.sampler.name == "grid":
         grid = space.grid()
         if not trials:
@@ -228,6 +228,6 @@ def prepare_study(space: Space, options: SweepOptions) -> tuple[int | None, int]
     study, storage, space = open_study(space, options, study_info(space, options), None)
     try:
         budget = enqueue_first_trials(study, space, trial_budget(space, options)[0])
-        return budget, len(studyio.measured_trials(study))
+        return budget, len(StudyRecords(study, study_info(space, options).objectives).measured)
     finally:
         close_storage(storage)

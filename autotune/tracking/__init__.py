@@ -17,14 +17,14 @@ their abbreviations are in :mod:`autotune.labels`, shared with the progress line
   kinds of store errors go here, never experiment or run logic.
 - ``ui``: what MLflow's UI (3.17) reads: the experiment kind, the saved view "autotune leaderboard" (its
   columns and sort), links into the UI; what was found in MLflow's UI code is written down there.
-- ``speedup``: ``speedup`` of a trial's run over the PyTorch-default trial's, from the runs.
 - ``description``: the markdown of the parent run's description, while the sweep runs and once it ended.
 - ``experiment``: the experiment ``autotune/<study>``, marked as a model-training experiment, and its view.
 - ``sweep_run``: the sweep's parent run; its description; a report artifact in ``finish`` (or as one more
   entry of the ``artifacts`` the sweep passes to :meth:`SweepTracker.finish`); what comes after the sweep
   (``autotune profile``'s table and traces) through ``add``.
-- ``trial_runs``: the trials' child runs; a new metric on them goes in ``TrialBatch``; ``speedup`` is
-  added when the default trial's run is known, and brought up to date at the sweep's end.
+- ``trial_runs``: the trials' child runs, each a trial's record rendered (``TrialBatch``: a new metric on them
+  goes there); ``speedup``, re-measured medians and outcome tags brought up to the records by ``sync``, at the
+  sweep's end and when the default trial is measured. Nothing here ranks or divides: :mod:`autotune.records` does.
 - ``tracker``: :class:`SweepTracker`, the facade the sweep calls; each public method runs one guarded call.
 """
 

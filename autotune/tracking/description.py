@@ -1,9 +1,10 @@
 """The sweep's parent run description (``mlflow.note.content``, markdown): what a reader wants first.
 
-While the sweep runs: where the trials appear. Once it has ended: the winner (trial, throughput,
-speedup over the PyTorch defaults, the params it changed), the trials by outcome and failure class,
-how to export the winner, and links to the report and the leaderboard view. Built from the runs
-as MLflow holds them, so every worker of a study writes the same text.
+While the sweep runs: where the trials appear. Once it has ended: the winner (trial, its ranked value,
+speedup over the PyTorch defaults, the params it changed), how many faster trials broke a constraint,
+the trials by outcome and failure class, how to export the winner, and links to the report and the
+leaderboard view. Rendered from the record model, as every other view is, so every worker of a study
+writes the same text and it names the winner the leaderboard ranks first.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mlflow.entities import Run
-
-from autotune.tracking.schema import REMEASURED_THROUGHPUT, TAG_STATUS, TAG_TRIAL, TAG_UNIT
-from autotune.tracking.speedup import is_default, is_ok, ranked_throughput, speedup
+from autotune.labels import trial_run_name
+from autotune.records import StudyRecords, TrialRecord
 from autotune.tracking.ui import artifact_link, runs_link
 
 __all__ = ["SweepFacts", "finished", "running"]
@@ -27,13 +26,12 @@ _VIEW_LABEL = "trials by speedup (the Views menu's autotune leaderboard)"
 
 @dataclass(frozen=True)
 class SweepFacts:
-    """What the finished description is written from: the study, its runs, the winner the leaderboard named."""
+    """What the finished description is written from: the study's records and where its runs are."""
 
     study: str
     experiment_id: str
     run_id: str  # the parent run's
-    trials: Sequence[Run]
-    winner: int | None
+    records: StudyRecords
     storage: str | None = None  # the parent run's ``storage`` param (credentials redacted)
     pages: Sequence[str] = ()  # HTML artifacts of the parent run (the report)
 
@@ -42,8 +40,8 @@ def running(study: str, experiment_id: str) -> str:
     """The description while the sweep runs."""
     return "\n\n".join(
         [
-            "**Sweep running.** Each measured trial appears as a child run with `throughput` and `speedup` "
-            "(over the PyTorch defaults); the winner is written here when the sweep ends.",
+            "**Sweep running.** Each measured trial appears as a child run with its metrics and, once it ranks, "
+            "`speedup` (over the PyTorch defaults); the winner is written here when the sweep ends.",
             f"**Leaderboard:** [{_VIEW_LABEL}]({runs_link(experiment_id)}) · from a terminal: "
             f"`autotune status --study {shlex.quote(study)}`",
         ]
@@ -54,46 +52,62 @@ def finished(facts: SweepFacts) -> str:
     """The description once the sweep has ended; the links come second, above MLflow's "Show more" fold."""
     links = [f"**Report:** [{page}]({artifact_link(facts.experiment_id, facts.run_id, page)})" for page in facts.pages]
     links.append(f"**Leaderboard:** [{_VIEW_LABEL}]({runs_link(facts.experiment_id)})")
-    return "\n\n".join([_winner(facts), " · ".join(links), _trial_counts(facts.trials), _export(facts)])
+    parts = [_winner(facts.records), " · ".join(links), _trial_counts(facts.records), _export(facts)]
+    return "\n\n".join(part for part in parts if part)
 
 
-def _winner(facts: SweepFacts) -> str:
-    numbered = {run.data.tags.get(TAG_TRIAL): run for run in facts.trials}
-    winner = numbered.get(str(facts.winner)) if facts.winner is not None else None
-    value = ranked_throughput(winner.data.metrics) if winner is not None else None
-    if facts.winner is None:
-        return "**No winner:** no feasible trial finished ok."
-    if winner is None or value is None:
-        return f"**Winner: trial {facts.winner}**."  # its run was not logged (MLflow was down and is not caught up)
-    unit = winner.data.tags.get(TAG_UNIT, "")
-    measured = f"**{_number(value, unit)}**"
-    if REMEASURED_THROUGHPUT in winner.data.metrics:
-        measured += " (median of its re-measurements)"
-    default = next((run for run in facts.trials if is_default(run)), None)
-    if default is winner:
-        return f"**Winner: the PyTorch defaults** (trial {facts.winner}): {measured}; no configuration measured faster."
-    head = f"**Winner: trial {facts.winner}** `{winner.info.run_name}`: {measured}"
-    base = ranked_throughput(default.data.metrics) if default is not None and is_ok(default) else None
-    if default is None or base is None:
-        return head + "; the PyTorch defaults have no throughput to compare with."
-    default_number = default.data.tags.get(TAG_TRIAL, "?")
-    head += f", **{speedup(value, base):.2f}x** the PyTorch defaults (trial {default_number}: {_number(base, unit)})."
-    return f"{head}  \n{_changes(default, winner)}"  # a line break: one paragraph
+def _winner(records: StudyRecords) -> str:
+    winner = records.winner
+    broke = _faster_infeasible(records)
+    if winner is None or winner.value is None:
+        return "**No winner:** no feasible trial finished ok." + (f" {broke}" if broke else "")
+    measured = f"**{_number(winner.value, _unit(records, winner))}** {records.metric} ({winner.value_is})"
+    default = records.default
+    if default is not None and default.number == winner.number:
+        head = f"**Winner: the PyTorch defaults** (trial {winner.number}): {measured}"
+        head += "; no feasible configuration ranked higher."
+        return head + (f"  \n{broke}" if broke else "")
+    head = f"**Winner: trial {winner.number}** `{trial_run_name(winner.number, winner.params)}`: {measured}"
+    speedup = records.speedup(winner)
+    if default is None or speedup is None or records.baseline is None:
+        head += "; the PyTorch defaults have no figure to compare with."
+    else:
+        base = _number(records.baseline, _unit(records, default))
+        head += f", **{speedup:.2f}x** the PyTorch defaults (trial {default.number}: {base})."
+    lines = [head]
+    if default is not None:
+        lines.append(_changes(default, winner))
+    if broke:
+        lines.append(broke)
+    return "  \n".join(lines)  # line breaks: one paragraph
 
 
-def _changes(default: Run, winner: Run) -> str:
-    ours, theirs = winner.data.params, default.data.params
+def _faster_infeasible(records: StudyRecords) -> str:
+    faster = records.faster_infeasible()
+    if not faster:
+        return ""
+    numbers = ", ".join(str(r.number) for r in faster[:5]) + (" ..." if len(faster) > 5 else "")
+    were = "trial" if len(faster) == 1 else "trials"
+    return f"{len(faster)} faster {were} broke a constraint and do not rank (trials {numbers}): see `autotune.outcome`."
+
+
+def _changes(default: TrialRecord, winner: TrialRecord) -> str:
+    ours, theirs = winner.params, default.params
     changed = [f"`{key}` {theirs.get(key, '-')} → **{new}**" for key, new in ours.items() if theirs.get(key) != new]
     return "Changed from the defaults: " + (", ".join(changed) if changed else "nothing (the same params)") + "."
 
 
-def _trial_counts(trials: Sequence[Run]) -> str:
-    statuses = Counter(run.data.tags.get(TAG_STATUS, "unknown") for run in trials)
-    ok, pruned = statuses.pop("ok", 0), statuses.pop("pruned", 0)
-    failed = sum(statuses.values())
-    text = f"**Trials:** {len(trials)} measured: {ok} ok, {pruned} pruned, {failed} failed"
-    if failed:
-        text += " (" + ", ".join(f"{status} {count}" for status, count in statuses.most_common()) + ")"
+def _trial_counts(records: StudyRecords) -> str:
+    tally = records.tally()
+    outcomes = Counter(r.outcome for r in records.measured)
+    for settled in ("ok", "infeasible", "pruned"):
+        outcomes.pop(settled, None)
+    text = f"**Trials:** {tally.measured} measured: {tally.ok - tally.infeasible} ok"
+    if tally.infeasible:
+        text += f", {tally.infeasible} infeasible (broke a constraint)"
+    text += f", {tally.pruned} pruned, {tally.failed} failed"
+    if outcomes:
+        text += " (" + ", ".join(f"{outcome} {count}" for outcome, count in outcomes.most_common()) + ")"
     return text + "."
 
 
@@ -102,6 +116,10 @@ def _export(facts: SweepFacts) -> str:
     if facts.storage and facts.storage != _DEFAULT_STORAGE:
         command += f" --storage {shlex.quote(facts.storage)}"
     return f"**Export the winner:** `{command} -o tuned.yaml`"
+
+
+def _unit(records: StudyRecords, record: TrialRecord) -> str:
+    return str(record.metrics.get("throughput_unit", "")) if records.metric == "throughput" else ""
 
 
 def _number(value: float, unit: str) -> str:

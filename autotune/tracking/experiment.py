@@ -45,9 +45,10 @@ class SweepExperiment:
             self._id = self._find_or_create()
         return self._id
 
-    def save_view(self, trial_runs: Iterable[Run]) -> None:
-        """(Re)write the saved view "autotune leaderboard" with the columns of ``trial_runs``."""
-        value = leaderboard_view(trial_runs, int(time.time() * 1000))
+    def save_view(self, trial_runs: Iterable[Run], objective: str) -> None:
+        """(Re)write the saved view "autotune leaderboard" with the columns of ``trial_runs`` (``objective``: the
+        study's first objective metric)."""
+        value = leaderboard_view(trial_runs, int(time.time() * 1000), objective)
         self.store.client().set_experiment_tag(self.id(), VIEW_TAG, value)
 
     def _find_or_create(self) -> str:

@@ -18,8 +18,10 @@ __all__ = [
     "REMEASURED_THROUGHPUT",
     "SPEEDUP",
     "TAG_DEFAULT",
+    "TAG_FEASIBLE",
     "TAG_INPUT_BOUND",
     "TAG_NOTE",
+    "TAG_OUTCOME",
     "TAG_PARENT",
     "TAG_REASON",
     "TAG_ROLE",
@@ -30,6 +32,7 @@ __all__ = [
     "TAG_WARNINGS",
     "TERMINAL",
     "THROUGHPUT",
+    "WARMUP_PREFIX",
     "clip",
     "finite_metrics",
 ]
@@ -39,7 +42,10 @@ TAG_ROLE = "autotune.role"
 TAG_WARNINGS = "autotune.warnings"  # things to know about an ok trial (a listed kernel that never ran)
 TAG_INPUT_BOUND = "autotune.input_bound"  # "true" on a trial that waited for input > 10% of its step time
 TAG_TRIAL = "autotune.trial"
-TAG_STATUS = "autotune.status"
+TAG_STATUS = "autotune.status"  # the trial's result status: ok, pruned, oom, crash ...
+# How the trial ended as every view names it (the record model's): ok, infeasible, pruned, oom, crash ...
+TAG_OUTCOME = "autotune.outcome"
+TAG_FEASIBLE = "autotune.feasible"  # "false" on an ok trial that broke a constraint: it has no speedup, never ranks
 TAG_REASON = "autotune.reason"
 TAG_DEFAULT = "autotune.default"  # "true" on the PyTorch-default trial, the yardstick of speedup
 TAG_UNIT = "autotune.throughput_unit"  # images/s, tokens/s ...: a metric is a number, its unit a tag
@@ -52,11 +58,13 @@ MAX_PARAM_LEN = 6000
 MAX_TAG_LEN = 8000
 TERMINAL = frozenset({"FINISHED", "FAILED", "KILLED"})
 
-# Metrics that tracking reads back: the one speedup is computed from, its re-measured median (the
-# re-measure stage logs ``remeasured_<metric>``), and speedup itself.
+# The usual objective, its re-measured median (the re-measure stage logs ``remeasured_<metric>``), and
+# speedup over the PyTorch defaults, which the record model computes for the first objective whatever it is.
 THROUGHPUT = "throughput"
 REMEASURED_THROUGHPUT = f"remeasured_{THROUGHPUT}"
 SPEEDUP = "speedup"
+# A pruned trial's objective metrics are warm-up estimates, logged as warmup_<metric> (never beside real ones).
+WARMUP_PREFIX = "warmup_"
 
 
 def clip(text: str, limit: int) -> str:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from mlflow.tracking import MlflowClient
 
-from autotune.results import TrialResult
+from autotune.records import StudyRecords, TrialRecord
 from autotune.tracking import description
 from autotune.tracking.experiment import SweepExperiment
 from autotune.tracking.schema import CHANGED_PARAM_TAG_PREFIX, TERMINAL, finite_metrics
@@ -33,7 +32,15 @@ class SweepTracker:
     Safe to share between threads; several trackers (processes, hosts) may log the same study.
     """
 
-    def __init__(self, study_name: str, tracking_uri: str | None = None, *, retry_after_s: float = 30.0):
+    def __init__(
+        self,
+        study_name: str,
+        tracking_uri: str | None = None,
+        *,
+        retry_after_s: float = 30.0,
+        objective: str = "throughput",
+    ):
+        """``objective`` is the study's first objective metric: the saved view shows it and its re-measured median."""
         if not study_name:
             raise ValueError(f"study_name must not be empty, got {study_name=}")
         self._store = GuardedStore(resolve_tracking_uri(tracking_uri), retry_after_s)
@@ -41,6 +48,7 @@ class SweepTracker:
         self._sweep_run = SweepRun(self._store, self._experiment)
         self._trial_runs = TrialRuns(self._store, self._experiment, self._sweep_run)
         self.study_name = study_name
+        self._objective = objective
         self.experiment_name = self._experiment.name
         self.tracking_uri = self._store.tracking_uri
 
@@ -85,24 +93,26 @@ class SweepTracker:
         return self._store.guarded("starting the sweep run", self._start)
 
     def log_trial(
-        self,
-        number: int,
-        result: TrialResult,
-        params: Mapping[str, Any],
-        tags: Mapping[str, str] | None = None,
-        series: Mapping[str, list[float]] | None = None,
+        self, record: TrialRecord, speedup: float | None, series: Mapping[str, list[float]] | None = None
     ) -> str | None:
-        """Log one trial as a child run and return its id (``None`` if MLflow is unreachable).
+        """Log one measured trial's record as a child run and return its id (``None`` if MLflow is unreachable).
 
-        Params are the trial's ``params``; metrics the finite numeric entries of ``result.metrics``;
-        tags its status, reason, number, env fingerprint (``env.<key>``) and ``tags``, all in one
-        ``log_batch``. ``series`` (e.g. step times) becomes the artifact ``series.json``. The run
-        ends FINISHED for an ok trial, FAILED otherwise. Idempotent: a trial already logged under
-        this sweep is not logged again, and one left half-logged by an outage is completed.
+        Params are the trial's params; metrics the finite numeric entries of its result's metrics (a pruned
+        trial's throughput as ``warmup_throughput``), its re-measured medians and, for a feasible trial,
+        ``speedup`` (the record model's); tags its status and outcome, reason, number, env fingerprint
+        (``env.<key>``), all in one ``log_batch``; the run starts and ends when the trial did. ``series``
+        (e.g. step times) becomes the artifact ``series.json``. The run ends FINISHED for an ok or pruned
+        trial, FAILED otherwise. Idempotent: a trial already logged under this sweep is not logged again,
+        and one left half-logged by an outage is completed.
         """
-        batch = TrialBatch.build(number, result, params, tags)
+        batch = TrialBatch.build(record, speedup)
         series_text = series_json(series) if series else None
-        return self._store.guarded(f"logging trial {number}", lambda: self._trial_runs.log(number, batch, series_text))
+        return self._store.guarded(f"logging trial {record.number}", lambda: self._trial_runs.log(batch, series_text))
+
+    def sync(self, records: StudyRecords) -> None:
+        """Bring the trial runs' ``speedup``, re-measured medians and outcome tags up to ``records``, and the
+        saved view's columns with them (e.g. once the default trial, the yardstick, is measured)."""
+        self._store.guarded("updating the trial runs", lambda: self._sync(records))
 
     def add_trial_metrics(self, number: int, metrics: Mapping[str, float]) -> bool:
         """Add metrics (e.g. a re-measurement) to the child run of trial ``number``; False if not possible."""
@@ -119,25 +129,23 @@ class SweepTracker:
 
     def finish(
         self,
+        records: StudyRecords,
         metrics: Mapping[str, float],
         artifacts: Mapping[str, str],
         status: str = "FINISHED",
-        *,
-        winner: int | None = None,
     ) -> None:
         """Log summary ``metrics`` and text ``artifacts`` (``{file name: text}``) on the parent run
         and end it with ``status`` (FINISHED, FAILED or KILLED).
 
-        Then bring the runs up to the sweep's end: every ok trial's ``speedup`` from the throughputs the
-        leaderboard ranks by (re-measured medians included), the saved view's columns, and the parent's
-        description around ``winner`` (the leaderboard's rank 1, a trial number; None when no trial won).
+        Then bring the runs up to the sweep's end from ``records``: every feasible trial's ``speedup`` (re-measured
+        medians included), the saved view's columns, and the parent's description around the records' winner.
         """
         if status not in TERMINAL:
             raise ValueError(f"status must be one of {sorted(TERMINAL)}, got {status=}")
         entries = finite_metrics(metrics)
         texts = dict(artifacts)
         self._store.guarded("finishing the sweep run", lambda: self._sweep_run.finish(entries, texts, status))
-        self._store.guarded("describing the sweep run", lambda: self._describe(winner))
+        self._store.guarded("describing the sweep run", lambda: self._describe(records))
 
     def add_to_sweep_run(
         self, metrics: Mapping[str, float], texts: Mapping[str, str], files: Mapping[str, Path]
@@ -153,19 +161,23 @@ class SweepTracker:
 
     def _start(self) -> str:
         run_id = self._sweep_run.start()
-        self._experiment.save_view(self._trial_runs.runs(run_id))  # a resumed sweep's trials have columns
+        # A resumed sweep's trials have columns; the objective is known again at the first sync.
+        self._experiment.save_view(self._trial_runs.runs(run_id), self._objective)
         return run_id
 
-    def _describe(self, winner: int | None) -> None:
-        trials = self._trial_runs.refresh_speedups()
-        self._experiment.save_view(trials)
+    def _sync(self, records: StudyRecords) -> None:
+        trials = self._trial_runs.sync(records)
+        self._experiment.save_view(trials, self._objective)
+
+    def _describe(self, records: StudyRecords) -> None:
+        trials = self._trial_runs.sync(records)
+        self._experiment.save_view(trials, self._objective)
         parent = self._client().get_run(self._sweep_run.ensure())
         facts = description.SweepFacts(
             study=self.study_name,
             experiment_id=self._experiment.id(),
             run_id=parent.info.run_id,
-            trials=trials,
-            winner=winner,
+            records=records,
             # The storage of the last start: a resumed sweep's changed param is a tag (see start()).
             storage=parent.data.tags.get(f"{CHANGED_PARAM_TAG_PREFIX}storage", parent.data.params.get("storage")),
             pages=self._sweep_run.pages(),

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from mlflow.entities import Metric, Param, Run, RunTag, ViewType
 
 from autotune.labels import trial_run_name
-from autotune.results import TrialResult
+from autotune.records import StudyRecords, TrialRecord
 from autotune.tracking.experiment import SweepExperiment
 from autotune.tracking.schema import (
     MAX_PARAM_LEN,
     MAX_TAG_LEN,
     SPEEDUP,
     TAG_DEFAULT,
+    TAG_FEASIBLE,
     TAG_INPUT_BOUND,
+    TAG_OUTCOME,
     TAG_PARENT,
     TAG_REASON,
     TAG_ROLE,
@@ -30,64 +32,84 @@ from autotune.tracking.schema import (
     TAG_WARNINGS,
     TERMINAL,
     THROUGHPUT,
+    WARMUP_PREFIX,
     clip,
     finite_metrics,
 )
-from autotune.tracking.speedup import baseline, speedup, stale_speedups
 from autotune.tracking.store import GuardedStore
 from autotune.tracking.sweep_run import SweepRun
 
 __all__ = ["TrialBatch", "TrialRuns", "series_json"]
 
 _SEARCH_PAGE = 1000
+_RANKING_TAGS = (TAG_OUTCOME, TAG_FEASIBLE)  # what sync brings up to the records besides metrics
+
+
+def _ms(moment: datetime | None) -> int | None:
+    return int(moment.timestamp() * 1000) if moment is not None else None
 
 
 @dataclass(frozen=True)
 class TrialBatch:
-    """The params, metrics and tags of one trial run, built (and type-checked) before any I/O.
-
-    ``throughput`` (ok trials only) is what its ``speedup`` is computed from; ``default`` marks the
-    PyTorch-default trial, whose throughput is the yardstick.
+    """The params, metrics and tags of one trial run, built (and type-checked) before any I/O: the trial's
+    record rendered. ``start_ms``/``end_ms`` are the trial's own start and end, so MLflow's duration is the trial's.
     """
 
+    number: int
     run_name: str
     params: list[Param]
     metrics: list[Metric]
     tags: list[RunTag]
     run_status: str
-    throughput: float | None = None
-    default: bool = False
+    start_ms: int | None = None
+    end_ms: int | None = None
 
     @classmethod
-    def build(
-        cls,
-        number: int,
-        result: TrialResult,
-        params: Mapping[str, Any],
-        extra_tags: Mapping[str, str] | None,
-    ) -> TrialBatch:
+    def build(cls, record: TrialRecord, speedup: float | None) -> TrialBatch:
+        """``record`` as a run; ``speedup`` is the record model's, logged only for a feasible trial, so the
+        view sorted by it never lists a trial that broke a constraint above one that did not."""
+        result = record.result
+        assert result is not None, f"trial {record.number} has no result to log"
         tags = {f"env.{key}": str(value) for key, value in result.env.items() if value is not None}
-        tags.update({str(key): str(value) for key, value in (extra_tags or {}).items()})
         tags[TAG_STATUS] = result.status.value
-        if result.reason:
-            tags[TAG_REASON] = result.reason
+        tags[TAG_OUTCOME] = record.outcome
+        if record.ok:
+            tags[TAG_FEASIBLE] = str(record.feasible).lower()
+        if record.default:
+            tags[TAG_DEFAULT] = "true"
+        if record.reason:
+            tags[TAG_REASON] = record.reason
         if result.warnings:
             tags[TAG_WARNINGS] = "; ".join(result.warnings)
-        if result.input_bound:
+        if record.input_bound:
             tags[TAG_INPUT_BOUND] = "true"
         if isinstance(unit := result.metrics.get("throughput_unit"), str):
             tags[TAG_UNIT] = unit
-        metrics = finite_metrics(result.metrics)
-        throughput = next((m.value for m in metrics if m.key == THROUGHPUT), None) if result.ok else None
         return cls(
-            run_name=trial_run_name(number, params),
-            params=[Param(str(key), clip(str(value), MAX_PARAM_LEN)) for key, value in params.items()],
-            metrics=metrics,
+            number=record.number,
+            run_name=trial_run_name(record.number, record.params),
+            params=[Param(str(key), clip(str(value), MAX_PARAM_LEN)) for key, value in record.params.items()],
+            metrics=finite_metrics(_metrics(record, speedup)),
             tags=[RunTag(key, clip(value, MAX_TAG_LEN)) for key, value in tags.items()],
-            run_status="FINISHED" if result.ok else "FAILED",
-            throughput=throughput if throughput is not None and throughput > 0 else None,
-            default=tags.get(TAG_DEFAULT) == "true",
+            run_status="FINISHED" if record.ok or record.pruned else "FAILED",
+            start_ms=_ms(record.started),
+            end_ms=_ms(record.ended),
         )
+
+
+def _metrics(record: TrialRecord, speedup: float | None) -> dict[str, Any]:
+    """The measurement's metrics (a pruned trial's throughput under ``warmup_throughput``: a warm-up estimate),
+    the re-measured medians where there are some, and ``speedup`` for a feasible trial."""
+    metrics = dict(record.first_metrics)
+    if record.pruned and THROUGHPUT in metrics:
+        metrics[WARMUP_PREFIX + THROUGHPUT] = metrics.pop(THROUGHPUT)
+    again = record.remeasured
+    if again is not None and again.median is not None:
+        metrics[f"remeasured_{again.metric}"] = again.median
+        metrics["remeasured_cv"] = again.cv
+    if speedup is not None and record.feasible:
+        metrics[SPEEDUP] = round(speedup, 4)  # finer is below any noise
+    return metrics
 
 
 def series_json(series: Mapping[str, list[float]]) -> str:
@@ -105,40 +127,38 @@ class TrialRuns:
         self.store = store
         self.experiment = experiment
         self.sweep_run = sweep_run
-        # The default trial's throughput once this process has seen its run; settled once that run is
-        # complete, ok or not (a default that failed, an OOM at its batch size, is not looked up per trial).
-        self._baseline: float | None = None
-        self._baseline_settled = False
 
-    def log(self, number: int, batch: TrialBatch, series_text: str | None) -> str:
-        """Log trial ``number`` unless it already has a complete run; returns the run id.
-
-        An ok trial gets ``speedup`` once the default trial's run is logged; the default's own logging
-        gives it to the ok trials logged before it (by other workers).
-        """
+    def log(self, batch: TrialBatch, series_text: str | None) -> str:
+        """Log the batch's trial unless it already has a complete run; returns the run id."""
         client = self.store.client()
         parent_id = self.sweep_run.ensure()
-        existing = self._find(parent_id, number)
+        existing = self._find(parent_id, batch.number)
         if existing is not None and existing.info.status in TERMINAL:
             return existing.info.run_id
         # A run left RUNNING (an outage between its creation and its end) is completed, not doubled.
-        run_id = existing.info.run_id if existing is not None else self._create(parent_id, number, batch)
-        metrics = batch.metrics + self._speedup_metric(parent_id, batch)
-        client.log_batch(run_id, metrics=metrics, params=batch.params, tags=batch.tags)
+        run_id = existing.info.run_id if existing is not None else self._create(parent_id, batch)
+        client.log_batch(run_id, metrics=batch.metrics, params=batch.params, tags=batch.tags)
         if series_text is not None:
             client.log_text(run_id, series_text, "series.json")
-        client.set_terminated(run_id, status=batch.run_status)
-        if batch.default:  # its params are the view's columns; ok trials logged before it get their speedup
-            self.experiment.save_view(self.refresh_speedups(parent_id))
+        client.set_terminated(run_id, status=batch.run_status, end_time=batch.end_ms)
         return run_id
 
-    def refresh_speedups(self, parent_id: str | None = None) -> list[Run]:
-        """Give every ok trial run its ``speedup`` from the runs as they are now (re-measured medians
-        included); returns the trial runs. The sweep's end calls it, so the last word is the leaderboard's."""
+    def sync(self, records: StudyRecords, parent_id: str | None = None) -> list[Run]:
+        """Bring every trial run up to the records: ``speedup`` of the feasible trials (re-measured medians
+        and the default's figure included), the re-measured medians, the outcome tags; returns the trial runs.
+        The sweep's end calls it, so the last word is the record model's."""
         runs = self.runs(parent_id or self.sweep_run.ensure())
-        now = int(time.time() * 1000)
-        for run_id, value in stale_speedups(runs).items():
-            self.store.client().log_batch(run_id, metrics=[Metric(SPEEDUP, value, now, 0)])
+        client = self.store.client()
+        for run in runs:
+            number = run.data.tags.get(TAG_TRIAL, "")
+            record = _record(records, number)
+            if record is None or record.result is None:
+                continue
+            want = TrialBatch.build(record, records.speedup(record))
+            metrics = [m for m in want.metrics if run.data.metrics.get(m.key) != m.value and _ranking(m.key)]
+            tags = [t for t in want.tags if t.key in _RANKING_TAGS and run.data.tags.get(t.key) != t.value]
+            if metrics or tags:
+                client.log_batch(run.info.run_id, metrics=metrics, tags=tags)
         return runs
 
     def runs(self, parent_id: str) -> list[Run]:
@@ -158,28 +178,6 @@ class TrialRuns:
             if not token:
                 return found
 
-    def _speedup_metric(self, parent_id: str, batch: TrialBatch) -> list[Metric]:
-        """``speedup`` of an ok trial whose default is known (looked up once per process), else nothing."""
-        if batch.throughput is None:
-            return []
-        if batch.default:
-            self._baseline, self._baseline_settled = batch.throughput, True
-        elif not self._baseline_settled:
-            self._find_baseline(parent_id)
-        if self._baseline is None:
-            return []
-        return [Metric(SPEEDUP, speedup(batch.throughput, self._baseline), int(time.time() * 1000), 0)]
-
-    def _find_baseline(self, parent_id: str) -> None:
-        runs = self.store.client().search_runs(
-            [self.experiment.id()],
-            f"tags.`{TAG_PARENT}` = '{parent_id}' and tags.`{TAG_DEFAULT}` = 'true'",
-            ViewType.ACTIVE_ONLY,
-            max_results=10,
-        )
-        complete = [run for run in runs if run.info.status in TERMINAL]
-        self._baseline, self._baseline_settled = baseline(complete), bool(complete)
-
     def add_metrics(self, number: int, values: Mapping[str, float]) -> bool:
         """Add the finite ``values`` to the run of trial ``number``; False if it has none."""
         run = self._find(self.sweep_run.ensure(), number)
@@ -195,10 +193,12 @@ class TrialRuns:
             return set()
         return _complete_trial_numbers(self.runs(parent_id))
 
-    def _create(self, parent_id: str, number: int, batch: TrialBatch) -> str:
+    def _create(self, parent_id: str, batch: TrialBatch) -> str:
         study_name = self.experiment.study_name
-        tags = {TAG_PARENT: parent_id, TAG_STUDY: study_name, TAG_ROLE: "trial", TAG_TRIAL: str(number)}
-        run = self.store.client().create_run(self.experiment.id(), run_name=batch.run_name, tags=tags)
+        tags = {TAG_PARENT: parent_id, TAG_STUDY: study_name, TAG_ROLE: "trial", TAG_TRIAL: str(batch.number)}
+        run = self.store.client().create_run(
+            self.experiment.id(), start_time=batch.start_ms, run_name=batch.run_name, tags=tags
+        )
         return run.info.run_id
 
     def _find(self, parent_id: str, number: int) -> Run | None:
@@ -210,6 +210,22 @@ class TrialRuns:
         )
         # Several runs only after a race between two loggers: prefer a complete one.
         return min(runs, key=lambda run: run.info.status not in TERMINAL, default=None)
+
+
+def _record(records: StudyRecords, number: str) -> TrialRecord | None:
+    """The measured trial of a run's ``autotune.trial`` tag, or None."""
+    if not number.isdigit():
+        return None
+    try:
+        record = records.trial(int(number))
+    except KeyError:
+        return None
+    return record if record.measured else None
+
+
+def _ranking(key: str) -> bool:
+    """The metrics the record model may change after a trial was logged: speedup and re-measured medians."""
+    return key == SPEEDUP or key.startswith("remeasured_")
 
 
 def _complete_trial_numbers(runs: list[Run]) -> set[int]:

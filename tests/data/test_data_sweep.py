@@ -11,11 +11,12 @@ import optuna
 import pytest
 from data_workloads import Points
 from mlflow.tracking import MlflowClient
+from study_records import measured_records
 
 import autotune
-from autotune import studyio
 from autotune.export import export
 from autotune.progress import Progress
+from autotune.records import schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 
@@ -41,11 +42,11 @@ def test_data_knobs_are_swept_input_bound_trials_flagged_and_the_winner_loader_e
     summary = run_sweep(load_space(tmp_path / "data.yaml"), options, Progress(None, None, io.StringIO()))
 
     study = optuna.load_study(study_name="data", storage=storage)
-    trials = {studyio.trial_params(t)["num_workers"]: t for t in studyio.measured_trials(study)}
+    trials = {t.params["num_workers"]: t for t in measured_records(study)}
     assert sorted(trials) == [0, 2]
-    no_workers = studyio.trial_result(trials[0])
+    no_workers = trials[0].result
     assert no_workers is not None and no_workers.ok and no_workers.metrics["data_wait_frac"] > 0.5
-    assert trials[0].user_attrs[studyio.ATTR_INPUT_BOUND] is True
+    assert trials[0].input_bound and study.trials[0].user_attrs[schema.ATTR_INPUT_BOUND] is True
     assert no_workers.metrics["noop_knobs"] == "pin_memory,prefetch_factor"
     assert "input-bound" in summary.leaderboard
     assert summary.best_trial == trials[2].number  # two workers read side by side: the faster loop
@@ -57,7 +58,7 @@ def test_data_knobs_are_swept_input_bound_trials_flagged_and_the_winner_loader_e
     assert runs[str(trials[0].number)].data.tags["autotune.input_bound"] == "true"
     assert runs[str(trials[0].number)].data.metrics["data_wait_frac"] > 0.5
 
-    info = studyio.load_study_info(study)
+    info = schema.load_study_info(study)
     assert info is not None
     export(study, info, tmp_path / "tuned.yaml")
     with warnings.catch_warnings():

@@ -17,9 +17,9 @@ import optuna
 import pytest
 import yaml
 
-from autotune import studyio
 from autotune.export import export
 from autotune.progress import Progress
+from autotune.records import schema
 from autotune.space import SpaceError, load_space
 from autotune.sweep import SweepOptions, run_sweep
 
@@ -65,7 +65,7 @@ def test_a_sweep_picks_among_a_kernels_configs_and_production_launches_only_the_
     assert all(label in swept.stdout for label in CONFIGS.values())  # each config was a trial
     storage = f"sqlite:///{tmp_path}/autotune.db"  # `autotune export --study space -o tuned.yaml`, in this process
     study = optuna.load_study(study_name="space", storage=storage)
-    info = studyio.load_study_info(study)
+    info = schema.load_study_info(study)
     assert info is not None
     export(study, info, tmp_path / "tuned.yaml", storage=storage)
 

@@ -22,8 +22,8 @@ from autotune.leaderboard import leaderboard
 from autotune.profiling import DEFAULT_STEPS, profile_study, space_of
 from autotune.profiling.table import WIDTH
 from autotune.progress import Progress
+from autotune.records import load_study_info
 from autotune.space import load_space
-from autotune.studyio import load_study_info
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.tracking import SweepTracker
 

@@ -15,9 +15,8 @@ import optuna
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from autotune import studyio
+from autotune.records import StudyInfo, TrialKind, schema
 from autotune.results import Status, TrialResult
-from autotune.studyio import StudyInfo, TrialKind
 
 BATCHES = [16, 32, 64, 128, 256]
 PRECISIONS = ["default", "fp32", "tf32", "bf16", "fp16"]
@@ -40,7 +39,7 @@ def make_info(multi: bool = False) -> StudyInfo:
 def make_study(path: Path, info: StudyInfo, name: str = "rn50") -> optuna.Study:
     directions = [d for _, d in info.objectives]
     study = optuna.create_study(storage=f"sqlite:///{path}", study_name=name, directions=directions)
-    study.set_user_attr(studyio.STUDY_ATTR_INFO, info.to_dict())
+    study.set_user_attr(schema.STUDY_ATTR_INFO, info.to_dict())
     return study
 
 
@@ -78,13 +77,13 @@ def measured_trial(
     record.pop("series")
     violation = max(violation, 1.0) if result.status is Status.OOM else violation
     attrs = {
-        studyio.ATTR_RESULT: record,
-        studyio.ATTR_PARAMS: dict(result.params),
-        studyio.ATTR_KIND: TrialKind.MEASURED.value,
-        studyio.ATTR_STATUS: result.status.value,
-        studyio.ATTR_REASON: result.reason,
-        studyio.ATTR_DEFAULT: default,
-        studyio.ATTR_VIOLATION: violation,
+        schema.ATTR_RESULT: record,
+        schema.ATTR_PARAMS: dict(result.params),
+        schema.ATTR_KIND: TrialKind.MEASURED.value,
+        schema.ATTR_STATUS: result.status.value,
+        schema.ATTR_REASON: result.reason,
+        schema.ATTR_DEFAULT: default,
+        schema.ATTR_VIOLATION: violation,
     }
     params = {**result.params, "batch_size": BATCHES.index(result.params["batch_size"])}
     values = None
@@ -119,7 +118,7 @@ def add_measured(
 
 def add_skipped(study: optuna.Study, kind: TrialKind) -> None:
     """A proposal that cost no GPU time (rejected, duplicate)."""
-    attrs = {studyio.ATTR_KIND: kind.value}
+    attrs = {schema.ATTR_KIND: kind.value}
     study.add_trial(optuna.trial.create_trial(state=TrialState.FAIL, user_attrs=attrs))
 
 

@@ -21,10 +21,10 @@ from report_studies import (
     synthetic_study,
 )
 
+from autotune.records import TrialKind
 from autotune.reporting import gather, write_report
 from autotune.reporting.importance import knob_importances
 from autotune.results import Status
-from autotune.studyio import TrialKind
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -93,9 +93,12 @@ def test_time_is_split_into_disjoint_parts(small: optuna.Study) -> None:
     spent = gather(small, make_info()).time
     # 5 ok trials 20+40*4 = 180 s of which one compiled for 30 s; oom 5 + crash 7 failed; pruned 9.
     assert spent.compile_s == pytest.approx(30.0)
-    assert spent.ok_s == pytest.approx(150.0)
-    assert (spent.failed_s, spent.pruned_s) == (pytest.approx(12.0), pytest.approx(9.0))
-    assert spent.total_s == pytest.approx(201.0)
+    assert (spent.ok.seconds, spent.ok.compile_s) == (pytest.approx(180.0), pytest.approx(30.0))
+    assert (spent.failed.seconds, spent.pruned_s) == (pytest.approx(12.0), pytest.approx(9.0))
+    assert spent.trial_s == spent.total_s == pytest.approx(201.0)
+    parts = spent.parts()
+    assert parts["compiling"] == pytest.approx(30.0) and parts["ok trials, the rest"] == pytest.approx(150.0)
+    assert sum(parts.values()) == pytest.approx(spent.total_s)  # disjoint: they add up
 
 
 def test_remeasurements_count_at_their_trials_duration(small: optuna.Study) -> None:

@@ -10,14 +10,13 @@ import optuna
 import yaml
 from finalist_workloads import WATCHED
 
-from autotune import report, studyio
+from autotune import report
 from autotune.export import export
 from autotune.leaderboard import leaderboard
 from autotune.progress import Progress
+from autotune.records import TrialKind, schema
 from autotune.space import load_space
-from autotune.studyio import TrialKind
 from autotune.sweep import SweepOptions, run_sweep
-from autotune.sweep.finalists import ATTR_FINALIST_OF
 
 OPTIONS = {"coordinate_descent_tuning": True, "epilogue_fusion": False}
 SPACE = """\
@@ -59,9 +58,14 @@ def test_finalist_runs_with_the_options_ranks_exports_them_and_is_not_run_again(
     trials = study.get_trials(deepcopy=False)
     assert len(trials) == 3
     finalist = trials[2]
-    assert finalist.user_attrs[ATTR_FINALIST_OF] == 1  # the compiled search trial; the eager default is passed over
-    assert studyio.trial_kind(finalist) is TrialKind.MEASURED and finalist.state is optuna.trial.TrialState.COMPLETE
-    assert studyio.trial_params(finalist) == {
+    assert (
+        finalist.user_attrs[schema.ATTR_FINALIST_OF] == 1
+    )  # the compiled search trial; the eager default is passed over
+    assert (
+        finalist.user_attrs[schema.ATTR_KIND] == TrialKind.MEASURED
+        and finalist.state is optuna.trial.TrialState.COMPLETE
+    )
+    assert finalist.user_attrs[schema.ATTR_PARAMS] == {
         "compile_mode": "default",
         "inductor": "coordinate_descent_tuning=true;epilogue_fusion=false",
     }
@@ -73,7 +77,7 @@ def test_finalist_runs_with_the_options_ranks_exports_them_and_is_not_run_again(
     untuned = [{name: c[name] for name in WATCHED} for c in seen if c not in tuned]
     assert untuned and all(c == {"coordinate_descent_tuning": False, "epilogue_fusion": True} for c in untuned)
 
-    info = studyio.load_study_info(study)
+    info = schema.load_study_info(study)
     assert info is not None
     winner = next(r for r in leaderboard(study, info) if r.rank == 1)
     assert winner.trial == 2  # the witness steps fast only when compiled with the options: the finalist wins

@@ -16,15 +16,15 @@ from pathlib import Path
 import optuna
 import pytest
 import torch
+from study_records import measured_records
 from sweep_processes import load_study, run, sweep_args, trial_pids, write_space
 from trial_workloads import LOCKSTEP_SPACE, lockstep_records
 
-from autotune import studyio
 from autotune.devicecheck import DeviceLock, probe
 from autotune.errors import AutotuneError
 from autotune.progress import Progress
+from autotune.records import TrialKind, schema
 from autotune.space import load_space
-from autotune.studyio import TrialKind
 from autotune.sweep import Sweep, SweepOptions
 from autotune.sweep.executors import replay_executor
 from autotune.sweep.gpus import parse_gpus, worker_options
@@ -44,10 +44,10 @@ def test_one_worker_per_entry_runs_into_one_study(tmp_path: Path) -> None:
     check_no_traceback(done.stderr)
     assert f"budget of {BUDGET} measured trials reached" in done.stdout
 
-    measured = studyio.measured_trials(load_study(tmp_path, "noted"))
+    measured = measured_records(load_study(tmp_path, "noted"))
     assert len(measured) == BUDGET  # one budget for all workers
-    assert len({tuple(sorted(studyio.trial_params(t).items())) for t in measured}) == BUDGET
-    assert len({t.user_attrs[studyio.ATTR_WORKER] for t in measured}) == 2  # both measured
+    assert len({tuple(sorted(t.params.items())) for t in measured}) == BUDGET
+    assert len({t.worker for t in measured}) == 2  # both measured
     assert set(trial_pids(tmp_path).values()) == {"0", "1"}  # each trial pinned to its worker's device
     lines = done.stderr.splitlines()
     for worker in ("cpu 0", "cpu 1"):  # one display: each trial's line names its worker
@@ -73,8 +73,8 @@ def test_a_device_that_fails_its_check_is_taken_out_and_the_others_finish(tmp_pa
     assert f"budget of {BUDGET} measured trials reached (cpu 1 taken out)" in done.stdout
 
     study = load_study(tmp_path, "noted")
-    assert len(studyio.measured_trials(study)) == BUDGET
-    assert len({t.user_attrs[studyio.ATTR_WORKER] for t in study.trials}) == 1  # cpu 1 never asked for one
+    assert len(measured_records(study)) == BUDGET
+    assert len({t.user_attrs[schema.ATTR_WORKER] for t in study.trials}) == 1  # cpu 1 never asked for one
     assert set(trial_pids(tmp_path).values()) == {"0"}
 
 
@@ -139,7 +139,7 @@ def collisions(tmp_path: Path, name: str, first: SweepOptions, second: SweepOpti
     return sum(
         1
         for t in study.trials
-        if t.user_attrs[studyio.ATTR_WORKER] == "host:1" and studyio.trial_kind(t) is TrialKind.DUPLICATE
+        if t.user_attrs[schema.ATTR_WORKER] == "host:1" and t.user_attrs.get(schema.ATTR_KIND) == TrialKind.DUPLICATE
     )
 
 

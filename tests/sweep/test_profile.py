@@ -16,10 +16,9 @@ from mlflow.tracking import MlflowClient
 from autotune.leaderboard import leaderboard
 from autotune.profiling import DEFAULT_STEPS
 from autotune.progress import Progress
+from autotune.records import load_study_info, schema
 from autotune.space import load_space
-from autotune.studyio import load_study_info
 from autotune.sweep import SweepOptions, run_sweep
-from autotune.sweep.profile import ATTR_PROFILED
 
 SPACE = """\
 workload: {name: resnet50, preset: tiny}
@@ -64,7 +63,7 @@ def test_a_profiled_sweep_logs_the_table_and_traces_once(tmp_path: Path, monkeyp
     info = load_study_info(study)
     assert info is not None
     winner = next(row for row in leaderboard(study, info) if row.rank == 1)
-    assert study.user_attrs[ATTR_PROFILED] == {"default": 0, "winner": winner.trial}
+    assert study.user_attrs[schema.STUDY_ATTR_PROFILED] == {"default": 0, "winner": winner.trial}
     log = proc.stderr
     assert log.index("re-measuring trial") < log.index("profiling the default (trial 0)")
     assert f"winner (trial {winner.trial})" in log and "top 10 ops, default (trial 0)" in log

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import optuna
 
+from autotune.records import StudyRecords, TrialKind
 from autotune.space import load_space
-from autotune.studyio import TrialKind
-from autotune.sweep.ledger import TrialLedger
 from autotune.sweep.proposals import Proposer
 from autotune.sweep.storage import open_storage
 
@@ -30,7 +29,7 @@ def _proposer(path: Path, worker: str, budget: int | None) -> Proposer:
         sampler=optuna.samplers.RandomSampler(seed=0),
         load_if_exists=True,
     )
-    return Proposer(study, space, TrialLedger(study, (("throughput", "maximize"),)), worker, budget)
+    return Proposer(study, space, StudyRecords(study, (("throughput", "maximize"),)), worker, budget)
 
 
 def test_a_proposal_past_a_budget_other_workers_fill_is_not_run(tmp_path: Path) -> None:

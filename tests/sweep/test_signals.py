@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from optuna.trial import TrialState
+from study_records import measured_records
 from sweep_processes import (
     is_gone,
     load_study,
@@ -28,12 +29,11 @@ from sweep_processes import (
     write_space,
 )
 
-from autotune import studyio
 from autotune.interrupts import Interrupted, StopSignals
 from autotune.progress import Progress
+from autotune.records import schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
-from autotune.sweep.requeue import INTERRUPTED
 
 BUDGET = 3
 
@@ -52,9 +52,9 @@ def check_interrupted(trial: object, signum: int) -> None:
     """Recorded as interrupted (FAIL, with why), not as a measured trial: it does not count in the budget."""
     assert trial.state is TrialState.FAIL  # type: ignore[attr-defined]
     attrs = trial.user_attrs  # type: ignore[attr-defined]
-    assert attrs[studyio.ATTR_STATUS] == INTERRUPTED
-    assert attrs[studyio.ATTR_REASON].startswith(f"interrupted by {signal.Signals(signum).name}")
-    assert studyio.ATTR_RESULT not in attrs and studyio.ATTR_KIND not in attrs
+    assert attrs[schema.ATTR_STATUS] == schema.INTERRUPTED
+    assert attrs[schema.ATTR_REASON].startswith(f"interrupted by {signal.Signals(signum).name}")
+    assert schema.ATTR_RESULT not in attrs and schema.ATTR_KIND not in attrs
 
 
 def resume_here(workdir: Path, space: Path) -> str:
@@ -74,13 +74,13 @@ def check_resumed(workdir: Path, name: str, args: list[str], interrupted: list[i
 def check_retried(workdir: Path, name: str, interrupted: list[int], signum: int) -> None:
     """The budget is measured, each interrupted trial's configuration among it."""
     study = load_study(workdir, name)
-    measured = studyio.measured_trials(study)
+    measured = measured_records(study)
     assert len(measured) == BUDGET
-    retried = {t.system_attrs.get("failed_trial"): t for t in measured}
+    retried = {study.trials[t.number].system_attrs.get("failed_trial"): t for t in measured}
     for number in interrupted:
         check_interrupted(study.trials[number], signum)  # still there, as it was
-        assert retried[number].params == study.trials[number].params
-        assert studyio.trial_result(retried[number]).ok  # type: ignore[union-attr]
+        assert retried[number].params == study.trials[number].user_attrs[schema.ATTR_PARAMS]
+        assert retried[number].ok
 
 
 @pytest.mark.slow
@@ -100,10 +100,10 @@ def test_a_signal_during_a_trial_records_it_interrupted_and_the_resumed_sweep_ru
 
     study = load_study(tmp_path, "hang")
     check_interrupted(study.trials[0], signum)
-    assert studyio.measured_trials(study) == []
+    assert measured_records(study) == []
     (queued,) = study.get_trials(states=(TrialState.WAITING,))
     assert queued.params == study.trials[0].params
-    assert queued.user_attrs == {studyio.ATTR_DEFAULT: True}  # still the default configuration, the baseline
+    assert queued.user_attrs == {schema.ATTR_DEFAULT: True}  # still the default configuration, the baseline
 
     assert resume_here(tmp_path, space) == f"budget of {BUDGET} measured trials reached"
     check_retried(tmp_path, "hang", [0], signum)
@@ -121,9 +121,9 @@ def test_ctrl_c_stops_every_gpu_worker(tmp_path: Path) -> None:
     assert all(is_gone(pid) for pid in trial_pids(tmp_path))
 
     study = load_study(tmp_path, "hang2")
-    interrupted = [t for t in study.trials if t.user_attrs.get(studyio.ATTR_STATUS) == INTERRUPTED]
+    interrupted = [t for t in study.trials if t.user_attrs.get(schema.ATTR_STATUS) == schema.INTERRUPTED]
     assert len(interrupted) == 2  # each worker's running trial
-    assert len({t.user_attrs[studyio.ATTR_WORKER] for t in interrupted}) == 2
+    assert len({t.user_attrs[schema.ATTR_WORKER] for t in interrupted}) == 2
     for trial in interrupted:
         check_interrupted(trial, signal.SIGINT)
         assert f"{trial.number} interrupted by SIGINT: not counted" in err

@@ -10,7 +10,9 @@ from types import ModuleType
 
 import pytest
 from mlflow.tracking import MlflowClient
+from recorded_studies import make_info, make_study
 
+from autotune.records import StudyRecords
 from autotune.tracking import HTTP_ENV_DEFAULTS, SweepTracker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +45,8 @@ def test_a_moved_store_is_served_from_a_copy_that_points_at_its_artifacts(tmp_pa
     tracker = SweepTracker("rn50", f"sqlite:///{made / 'mlflow.db'}")
     parent_id = tracker.start({})
     assert parent_id is not None
-    tracker.finish({}, {"leaderboard.csv": "rank,trial\n1,0\n"})
+    info = make_info()
+    tracker.finish(StudyRecords.read(make_study(None, info), info), {}, {"leaderboard.csv": "rank,trial\n1,0\n"})
     assert screenshots.moved_root(made / "mlflow.db") is None  # where it was made: nothing to do
 
     here = tmp_path / "here"

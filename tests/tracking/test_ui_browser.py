@@ -25,7 +25,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from autotune.leaderboard import leaderboard
-from autotune.studyio import load_study_info
+from autotune.records import load_study_info
 from autotune.tracking.ui import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,9 +10,10 @@ import optuna
 import pytest
 import torch
 import yaml
+from study_records import measured_records
 from torch.utils.data import DataLoader
 
-from autotune import studyio, workloads
+from autotune import workloads
 from autotune.errors import AutotuneError
 from autotune.jobspec import TrialSpec
 from autotune.progress import Progress
@@ -105,10 +106,10 @@ def test_the_shipped_data_space_sweeps_host_data_trials(tmp_path: Path) -> None:
     options = SweepOptions(storage=storage, tracking=False, remeasure_top=0)
     run_sweep(load_space(tmp_path / "data.yaml"), options, Progress(None, None, io.StringIO()))
     study = optuna.load_study(study_name="data", storage=storage)
-    trials = studyio.measured_trials(study)
+    trials = measured_records(study)
     assert len(trials) == 3
     for trial in trials:
-        result = studyio.trial_result(trial)
+        result = trial.result
         assert result is not None and result.ok, result
-        assert {"augment", "fetch", "num_workers", "pin_memory"} <= set(studyio.trial_params(trial))
+        assert {"augment", "fetch", "num_workers", "pin_memory"} <= set(trial.params)
         assert 0 <= result.metrics["data_wait_frac"] <= 1  # measured for a dataset workload only: data: host took

@@ -1,0 +1,153 @@
+"""What autotune keeps on Optuna trials and studies: the attribute names, the trial kinds, the study's info.
+
+The Optuna storage is the truth. Writers (the sweep's recorder and finishing stages) take the names
+from here; only :mod:`autotune.records` reads them back, so a view never parses a trial itself. A
+trial's outcome is its TrialResult (without per-step series) in ``autotune.result``;
+``autotune.kind`` says whether it was measured, rejected before running, a duplicate answered from
+an earlier measurement, or surplus to a budget other workers filled (only measured trials cost GPU
+time and count in the budget).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from optuna.trial import TrialState
+
+if TYPE_CHECKING:
+    from autotune.space import Space
+
+__all__ = [
+    "ATTR_DEFAULT",
+    "ATTR_DUPLICATE_OF",
+    "ATTR_FINALIST_OF",
+    "ATTR_GPU",
+    "ATTR_INPUT_BOUND",
+    "ATTR_KIND",
+    "ATTR_MLFLOW_RUN",
+    "ATTR_PARAMS",
+    "ATTR_REASON",
+    "ATTR_RESULT",
+    "ATTR_STATUS",
+    "ATTR_VIOLATION",
+    "ATTR_WORKER",
+    "FINISHED_STATES",
+    "INTERRUPTED",
+    "STUDY_ATTR_INFO",
+    "STUDY_ATTR_PROFILED",
+    "STUDY_ATTR_WARM_START",
+    "STUDY_ATTR_WINNER",
+    "StudyInfo",
+    "TrialKind",
+    "load_study_info",
+    "remeasured_key",
+]
+
+# --- on trials ---------------------------------------------------------------------------------
+ATTR_RESULT = "autotune.result"  # the TrialResult as a dict, per-step series left out
+ATTR_PARAMS = "autotune.params"  # the params as the space decoded them (ordinals as values, fixed included)
+ATTR_KIND = "autotune.kind"  # a TrialKind
+ATTR_STATUS = "autotune.status"  # the result's status, or "interrupted"
+ATTR_REASON = "autotune.reason"
+ATTR_DEFAULT = "autotune.default"  # the PyTorch-default configuration, enqueued first: the yardstick of speedup
+ATTR_WORKER = "autotune.worker"  # host:pid of the worker running the trial
+ATTR_GPU = "autotune.gpu"  # the GPU a worker pinned its trial to, where the sweep records one
+ATTR_VIOLATION = "autotune.violation"  # > 0: infeasible (OOM, rejected, a metric constraint broken)
+ATTR_DUPLICATE_OF = "autotune.duplicate_of"  # the trial a duplicate was answered from
+ATTR_FINALIST_OF = "autotune.finalist_of"  # the search trial whose configuration a finalist re-tries
+ATTR_MLFLOW_RUN = "autotune.mlflow_run_id"
+ATTR_INPUT_BOUND = "autotune.input_bound"  # True: an ok trial that waited for input > 10% of its step time
+INTERRUPTED = "interrupted"  # the autotune.status of a trial stopped by a signal (not a trial outcome)
+
+# --- on the study ------------------------------------------------------------------------------
+STUDY_ATTR_INFO = "autotune.info"  # a StudyInfo as a dict
+# {"study": name, "trials": n, "skipped": m}: the study whose trials the sampler started from (--warm-start).
+STUDY_ATTR_WARM_START = "autotune.warm_start"
+# {"default": n, "winner": m}: the trials the last finished profile compared.
+STUDY_ATTR_PROFILED = "autotune.profiled"
+# The record model's winner as the sweep ended, for readers of the study outside autotune (optuna-dashboard):
+# {"trial", "metric", "value", "value_is", "first_value", "speedup", "default_trial"}.
+STUDY_ATTR_WINNER = "autotune.winner"
+# "autotune.remeasured:<trial number>" -> {"metric", "values", "median", "cv", "seconds", "metrics"}: the
+# objective (and every numeric metric) measured again in fresh processes. On the study, because a finished
+# trial's attributes are immutable.
+_REMEASURED_PREFIX = "autotune.remeasured:"
+ATTR_REMEASURED = "autotune.remeasured"  # the same, on the trial itself (studies written before the prefix)
+
+# States of trials that have an outcome (pruned ones too: they were measured until the warm-up).
+FINISHED_STATES = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+
+
+def remeasured_key(number: int) -> str:
+    """The study attribute holding trial ``number``'s re-measurement."""
+    return f"{_REMEASURED_PREFIX}{number}"
+
+
+def remeasured_number(key: str) -> int | None:
+    """The trial number of a re-measurement's study attribute, or None for any other attribute."""
+    rest = key.removeprefix(_REMEASURED_PREFIX)
+    return int(rest) if rest != key and rest.isdigit() else None
+
+
+class TrialKind(StrEnum):
+    """Where a finished trial's outcome came from."""
+
+    MEASURED = "measured"
+    REJECTED = "rejected"  # a feasibility rule ruled it out before it ran
+    DUPLICATE = "duplicate"  # the same params were measured before: answered from that trial
+    SURPLUS = "surplus"  # proposed while other workers' running trials already filled the budget: not run
+
+
+@dataclass(frozen=True)
+class StudyInfo:
+    """What a study was created for, stored on the study so the views need no YAML."""
+
+    workload: str
+    preset: str
+    device: str
+    space_path: str
+    space_text: str
+    objectives: tuple[tuple[str, str], ...]  # (metric, direction)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "preset": self.preset,
+            "device": self.device,
+            "space_path": self.space_path,
+            "space_text": self.space_text,
+            "objectives": [list(o) for o in self.objectives],
+        }
+
+    def space(self) -> Space:
+        """The study's space from the text stored on it: the file may have changed or moved since the sweep."""
+        # Imported here: loading a space is the one thing a record reader may ask that needs the space package.
+        import tempfile
+        from pathlib import Path
+
+        from autotune.space import load_space
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / (Path(self.space_path).name or "space.yaml")
+            path.write_text(self.space_text, encoding="utf-8")
+            return load_space(path)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StudyInfo:
+        return cls(
+            workload=data["workload"],
+            preset=data["preset"],
+            device=data["device"],
+            space_path=data["space_path"],
+            space_text=data["space_text"],
+            objectives=tuple((m, d) for m, d in data["objectives"]),
+        )
+
+
+def load_study_info(study: optuna.Study) -> StudyInfo | None:
+    """The study's :class:`StudyInfo`, or None for a study autotune did not make."""
+    data = study.user_attrs.get(STUDY_ATTR_INFO)
+    return StudyInfo.from_dict(data) if data else None

@@ -1,0 +1,80 @@
+"""Studies recorded the way a sweep records its trials, for tests of the record model and of every view of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.records import StudyInfo, StudyRecords, TrialKind, TrialRecord, schema
+from autotune.results import Status, TrialResult
+
+THROUGHPUT = (("throughput", "maximize"),)
+THROUGHPUT_AND_MEMORY = (("throughput", "maximize"), ("peak_mem_gib", "minimize"))
+PLACEHOLDER = -1.0  # what a sweep reports to Optuna for an infeasible trial: never to be trusted
+
+
+def make_info(objectives: tuple[tuple[str, str], ...] = THROUGHPUT, workload: str = "resnet50") -> StudyInfo:
+    return StudyInfo(workload, "full", "cuda", "search_spaces/x.yaml", "params: {}\n", objectives)
+
+
+def make_study(folder: Path | None, info: StudyInfo, name: str = "s") -> optuna.Study:
+    """A real study (in a sqlite file in ``folder``, or in memory), carrying its StudyInfo as a sweep stores it."""
+    directions = [direction for _, direction in info.objectives]
+    storage = f"sqlite:///{folder}/s.db" if folder is not None else None
+    study = optuna.create_study(storage=storage, study_name=name, directions=directions)
+    study.set_user_attr(schema.STUDY_ATTR_INFO, info.to_dict())
+    return study
+
+
+def trial_attrs(
+    result: TrialResult,
+    *,
+    default: bool = False,
+    violation: float = 0.0,
+    remeasured: dict[str, Any] | None = None,
+    mlflow_run_id: str | None = None,
+    reason: str | None = None,
+    kind: TrialKind = TrialKind.MEASURED,
+) -> dict[str, Any]:
+    """A finished trial's user attributes, as the recorder writes them."""
+    record = result.to_dict()
+    record.pop("series")
+    attrs: dict[str, Any] = {
+        schema.ATTR_RESULT: record,
+        schema.ATTR_PARAMS: dict(result.params),
+        schema.ATTR_KIND: kind.value,
+        schema.ATTR_STATUS: result.status.value,
+        schema.ATTR_REASON: reason or result.reason,
+        schema.ATTR_DEFAULT: default,
+        schema.ATTR_VIOLATION: violation,
+    }
+    if remeasured is not None:
+        attrs[schema.ATTR_REMEASURED] = remeasured
+    if mlflow_run_id is not None:
+        attrs[schema.ATTR_MLFLOW_RUN] = mlflow_run_id
+    return attrs
+
+
+def add_trial(study: optuna.Study, info: StudyInfo, result: TrialResult, **kwargs: Any) -> int:
+    """Record a measured trial as a sweep does (COMPLETE for ok and oom, PRUNED, FAIL otherwise); its number."""
+    if result.status is Status.OOM:
+        kwargs["violation"] = max(kwargs.get("violation", 0.0), 1.0)
+    attrs = trial_attrs(result, **kwargs)
+    violation = attrs[schema.ATTR_VIOLATION]
+    values = None
+    if result.status in (Status.OK, Status.OOM):
+        state = optuna.trial.TrialState.COMPLETE
+        feasible = result.ok and violation <= 0
+        values = [result.metrics[m] if feasible else PLACEHOLDER for m, _ in info.objectives]
+    else:
+        state = optuna.trial.TrialState.PRUNED if result.status is Status.PRUNED else optuna.trial.TrialState.FAIL
+    study.add_trial(optuna.trial.create_trial(state=state, values=values, user_attrs=attrs))
+    return len(study.trials) - 1
+
+
+def record_of(study: optuna.Study, info: StudyInfo, number: int) -> tuple[StudyRecords, TrialRecord]:
+    """The study's records now, and trial ``number``'s."""
+    records = StudyRecords.read(study, info)
+    return records, records.trial(number)
