@@ -26,6 +26,8 @@ Modules, typed values first (they never import the validators), then reading and
   (METRICS, DEVICES, SAMPLERS). A new typed setting goes here.
 - ``searchspace``: :class:`Space`, the validated whole: suggest, defaults, Optuna round trip,
   feasibility, grid.
+- ``configurations``: the configurations a finite space holds (:func:`list_configurations`, feasibility
+  applied; None for an infinite or huge space): what a sweep counts to know it has measured them all.
 - ``problems``: :class:`SpaceError`, the report that collects problems, and their wording.
 - ``yamlfile``: reading the file (duplicate keys and syntax errors reported).
 - ``validate``: :func:`load_space` and the one pass over the file. A new top-level key (e.g.
@@ -40,6 +42,7 @@ Modules, typed values first (they never import the validators), then reading and
 
 from __future__ import annotations
 
+from autotune.space.configurations import MAX_LISTED, Configurations, list_configurations
 from autotune.space.params import ParamSpec
 from autotune.space.problems import SpaceError
 from autotune.space.searchspace import Space
@@ -58,9 +61,11 @@ from autotune.space.validate import load_space
 
 __all__ = [
     "DEVICES",
+    "MAX_LISTED",
     "METRICS",
     "SAMPLERS",
     "Budget",
+    "Configurations",
     "FinalistsSpec",
     "Objective",
     "ParamSpec",
@@ -68,6 +73,7 @@ __all__ = [
     "Space",
     "SpaceError",
     "WorkloadSpec",
+    "list_configurations",
     "load_space",
     "parse_duration",
 ]

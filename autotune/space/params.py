@@ -92,6 +92,17 @@ class ParamSpec:
         index = (value - self.low) / self.step
         return math.isclose(index, round(index), abs_tol=1e-9)
 
+    def count(self) -> int | None:
+        """How many values the param takes, without listing them; None for a float range without a step."""
+        if self.choices is not None:
+            return len(self.choices)
+        assert isinstance(self.low, int | float) and isinstance(self.high, int | float)
+        if self.kind == "int":
+            return (int(self.high) - int(self.low)) // int(self.step or 1) + 1
+        if self.step is None:
+            return None
+        return math.floor((self.high - self.low) / self.step + 1e-9) + 1
+
     def values(self) -> tuple[Any, ...]:
         """Every value of a discrete param; a continuous float range raises AutotuneError."""
         if self.choices is not None:
@@ -99,12 +110,12 @@ class ParamSpec:
         assert isinstance(self.low, int | float) and isinstance(self.high, int | float)
         if self.kind == "int":
             return tuple(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
-        if self.step is None:
+        count = self.count()
+        if count is None or self.step is None:
             raise AutotuneError(
                 f"param {self.name}: the float range {self.low}..{self.high} has no finite set of values; "
                 "give it a step or choices"
             )
-        count = math.floor((self.high - self.low) / self.step + 1e-9) + 1
         return tuple(round(self.low + i * self.step, 12) for i in range(count))
 
     def describe(self) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
+from autotune.space.configurations import combinations
 from autotune.space.params import ParamSpec, _decode, _encode, _sampler_view, _suggest
 from autotune.space.settings import (
     Budget,
@@ -205,18 +206,11 @@ class Space:
     def grid(self) -> list[dict[str, Any]]:
         """Every configuration of the discrete params (decoded), respecting ``when``.
 
-        Not filtered by the feasibility rules. A float range without a step raises AutotuneError.
+        Not filtered by the feasibility rules (:func:`~autotune.space.configurations.list_configurations`
+        is). A float range without a step raises AutotuneError.
         """
-        configs: list[dict[str, Any]] = [{}]
-        for spec in self.params.values():
-            values = spec.values()
-            expanded: list[dict[str, Any]] = []
-            for config in configs:
-                if spec.is_active(config):
-                    expanded.extend({**config, spec.name: value} for value in values)
-                else:
-                    expanded.append(config)
-            configs = expanded
+        configs = combinations(self.params.values())
+        assert configs is not None  # only a limit gives None
         return configs
 
     def _spec(self, name: str) -> ParamSpec:

@@ -16,6 +16,8 @@ Where things live (and where to add what):
   (:class:`~autotune.records.StudyRecords`): a new per-proposal question about the study is answered there,
   not by re-reading trials.
 - ``proposals.py``: ask the sampler, decode params, answer repeats, reject infeasible configurations.
+- ``coverage.py``: what a finite space has left to measure: the budget it caps, the sweep's end when
+  every configuration is measured, the untried configuration queued after a repeat.
 - ``executors.py``: how a measured trial runs (isolated trial processes, or replayed records).
 - ``recorder.py``: a finished trial written to the study, told to Optuna, logged to MLflow; a new
   per-trial attribute is written here (its name in :mod:`autotune.records.schema`, read back by the records).

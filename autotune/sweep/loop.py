@@ -46,7 +46,9 @@ from autotune.sweep.summary import summarize
 __all__ = ["MAX_SKIPS_IN_A_ROW", "Role", "Sweep", "run_sweep"]
 
 Role = Literal["all", "search", "finish"]  # what a worker does: search, run the finishing stages, or both
-MAX_SKIPS_IN_A_ROW = 100  # proposals that need no run (duplicates, rejected): the space is exhausted
+# Proposals in a row that need no run (duplicates, rejected): the space is taken as exhausted. A space that can be
+# listed ends sooner, when every configuration is measured (Proposer.exhausted); this is for the others.
+MAX_SKIPS_IN_A_ROW = 100
 
 
 class Sweep:
@@ -213,6 +215,8 @@ class Sweep:
 
     def _stop_reason(self, skips: int) -> str:
         records, patience = self.ctx.records, self.ctx.options.patience
+        if exhausted := self.proposer.exhausted():  # before the budget: a finite space caps it (setup.py)
+            return exhausted
         # Trials other workers are running now will count once they finish: don't start more than the budget.
         if self.budget is not None and len(records.measured) + len(records.running) >= self.budget:
             return f"budget of {self.budget} measured trials reached"

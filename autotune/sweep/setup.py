@@ -17,6 +17,7 @@ from autotune.records.schema import StudyInfo
 from autotune.samplers import make_sampler
 from autotune.samplerview import OrdinalView
 from autotune.space import Space
+from autotune.sweep.coverage import Coverage
 from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions
 from autotune.sweep.storage import close_storage, is_dead_local_worker, open_storage, quiet_optuna
 
@@ -204,7 +205,8 @@ def fail_stale_trials(study: optuna.Study, storage: optuna.storages.BaseStorage)
 def enqueue_first_trials(study: optuna.Study, space: Space, budget: int | None) -> int | None:
     """Queue the PyTorch-default configuration first (every leaderboard shows the speedup over it)
     and, for a grid sampler, every point of the grid; returns the budget, capped by the grid's size
-    (also when resuming, or when another process queued the grid)."""
+    (also when resuming, or when another process queued the grid) and by what a finite space can
+    still measure (:meth:`~autotune.sweep.coverage.Coverage.budget_cap`)."""
     trials = study.get_trials(deepcopy=False)
     if not any(t.user_attrs.get(schema.ATTR_DEFAULT) for t in trials):
         study.enqueue_trial(space.optuna_params(space.default_params()), user_attrs={schema.ATTR_DEFAULT: True})
@@ -215,7 +217,17 @@ def enqueue_first_trials(study: optuna.Study, space: Space, budget: int | None) 
                 study.enqueue_trial(space.optuna_params(params), skip_if_exists=True)
         if budget is None or budget > len(grid):
             budget = len(grid)
-    return budget
+    return _capped_by_space(study, space, budget)
+
+
+def _capped_by_space(study: optuna.Study, space: Space, budget: int | None) -> int | None:
+    """``budget``, no larger than the measured trials a finite space's study can have once every configuration is."""
+    coverage = Coverage.of(space)
+    if coverage is None:
+        return budget
+    objectives = [(objective.metric, objective.direction) for objective in space.objectives]
+    cap = coverage.budget_cap([record.params for record in StudyRecords(study, objectives).measured])
+    return cap if budget is None else min(budget, cap)
 
 
 def prepare_study(space: Space, options: SweepOptions) -> tuple[int | None, int]:
