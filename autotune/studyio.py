@@ -20,6 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.errors import AutotuneError, first_line
 from autotune.results import Status, TrialResult
+from autotune.storagefaults import fault_error
 
 if TYPE_CHECKING:
     from autotune.space import Space
@@ -211,6 +212,8 @@ def store_remeasured(study: optuna.Study, number: int, data: dict[str, Any]) -> 
 
 def storage_error(url: str, exc: BaseException) -> AutotuneError:
     """The one-line error for a storage that cannot be opened, without its password."""
+    if (named := fault_error(url, exc)) is not None:  # a full disk, a corrupt or read-only file: said as such
+        return named
     return AutotuneError(f"cannot open storage {redact_url(url)!r}: {type(exc).__name__}: {first_line(exc)}")
 
 
