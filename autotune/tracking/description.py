@@ -19,7 +19,7 @@ from autotune.tracking.schema import REMEASURED_THROUGHPUT, TAG_STATUS, TAG_TRIA
 from autotune.tracking.speedup import is_default, is_ok, ranked_throughput, speedup
 from autotune.tracking.ui import artifact_link, runs_link
 
-__all__ = ["SweepFacts", "finished", "running"]
+__all__ = ["SweepFacts", "ended", "finished", "running"]
 
 _DEFAULT_STORAGE = "sqlite:///autotune.db"  # autotune's own default: the export command needs no --storage then
 _VIEW_LABEL = "trials by speedup (the Views menu's autotune leaderboard)"
@@ -55,6 +55,14 @@ def finished(facts: SweepFacts) -> str:
     links = [f"**Report:** [{page}]({artifact_link(facts.experiment_id, facts.run_id, page)})" for page in facts.pages]
     links.append(f"**Leaderboard:** [{_VIEW_LABEL}]({runs_link(facts.experiment_id)})")
     return "\n\n".join([_winner(facts), " · ".join(links), _trial_counts(facts.trials), _export(facts)])
+
+
+def ended(status: str, reason: str) -> str:
+    """The description of a sweep that ended before its budget on an error (FAILED) or a stop signal (KILLED)."""
+    headline = "**Sweep stopped** by a signal" if status == "KILLED" else "**Sweep failed**"
+    return "\n\n".join(
+        [f"{headline}: {reason}", "Re-running the same `autotune sweep` command resumes it; its trials are kept."]
+    )
 
 
 def _winner(facts: SweepFacts) -> str:
