@@ -11,10 +11,11 @@ trials' states and the closing writes (the write-ahead log folded back, MLflow's
 store shares the disk) are written with; the sweep then stops, saying the disk is full
 (:mod:`autotune.sweep.fulldisk`).
 
-4 MiB: a trial's record is a few KiB of attributes and some 20 small transactions, a few pages of
-write-ahead log each; SQLite folds at most its auto-checkpoint's 1000 pages (4 MiB) back into the
-database file, and only new pages need new space. The bytes are random: a file of zeros takes no
-space on file systems that compress (ZFS, btrfs) or detect zero blocks, and would free none.
+4 MiB: a trial's record is a few KiB of attributes in a handful of small transactions, and SQLite folds
+at most its auto-checkpoint's 1000 pages (4 MiB) of write-ahead log back into the database file at a
+time; in tests/sweep/test_full_disk.py it held the record, the closing writes and MLflow's run ended
+in a store on the same disk. The bytes are random: a file of zeros takes no space on file systems that
+compress (ZFS, btrfs) or detect zero blocks, and would free none.
 
 A PostgreSQL study has no reserve here: its disk is the server's.
 """
