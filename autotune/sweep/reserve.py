@@ -23,6 +23,7 @@ A PostgreSQL study has no reserve here: its disk is the server's.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 from pathlib import Path
@@ -37,8 +38,9 @@ from autotune.storagefaults import FaultKind, find_fault
 __all__ = ["RESERVE_BYTES", "RESERVE_PREFIX", "DiskReserve"]
 
 RESERVE_BYTES = 4 << 20
-RESERVE_PREFIX = "disk-reserve-"  # + the worker's pid: one per worker, so each can rescue its own trial
+RESERVE_PREFIX = "disk-reserve-"  # + "<pid>-<n>": one per worker (several may share a process), each its own
 _CHUNK = 1 << 20
+_SERIALS = itertools.count()
 
 
 class DiskReserve:
@@ -56,7 +58,8 @@ class DiskReserve:
         """This process's reserve for ``study`` in ``storage``; None for a storage that is not a SQLite file."""
         if sqlite_path(storage) is None:
             return None
-        return cls(storage, study_cache_dir(storage, study) / f"{RESERVE_PREFIX}{os.getpid()}")
+        name = f"{RESERVE_PREFIX}{os.getpid()}-{next(_SERIALS)}"
+        return cls(storage, study_cache_dir(storage, study) / name)
 
     @property
     def released(self) -> bool:
@@ -111,7 +114,7 @@ class DiskReserve:
 def _remove_dead_workers_reserves(folder: Path) -> None:
     """Reserves of workers that were killed (a SQLite study's workers all run on this host)."""
     for path in folder.glob(f"{RESERVE_PREFIX}*"):
-        pid = path.name.removeprefix(RESERVE_PREFIX)
+        pid = path.name.removeprefix(RESERVE_PREFIX).split("-")[0]
         if pid.isdigit() and not _alive(int(pid)):
             path.unlink(missing_ok=True)
 
