@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -123,18 +124,6 @@ def test_a_read_only_mount_is_read_only(swept: Path, tmp_path: Path) -> None:
         )
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file modes; the read-only mount covers root")
-def test_a_folder_without_write_permission_is_read_only(swept: Path, tmp_path: Path) -> None:
-    database = copy_study(swept, tmp_path / "locked")
-    database.parent.chmod(0o555)
-    try:
-        fault = find_fault(error_of(read_study(database)), f"sqlite:///{database}")
-    finally:
-        database.parent.chmod(0o755)
-    assert fault is not None and fault.kind is FaultKind.READ_ONLY
-    assert f"its folder {database.parent} is not writable" in fault.line()
-
-
 def test_no_space_on_another_disk_is_not_the_study_s(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/autotune.db"
     beside = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / ".autotune-cache" / "x"))
@@ -174,11 +163,22 @@ def test_faults_named_passes_other_errors_through(tmp_path: Path) -> None:
 # --- the commands ----------------------------------------------------------------------------------
 
 
-def autotune(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def autotune(folder: Path, *args: str, unprivileged: bool = False) -> subprocess.CompletedProcess[str]:
+    """``autotune ARGS`` in ``folder``; ``unprivileged``: bound by file modes, as root is not (see below)."""
     tests = str(Path(__file__).parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
     command = [sys.executable, "-m", "autotune", *args]
+    if unprivileged and os.geteuid() == 0:
+        command = _without_root_privileges(command)
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _without_root_privileges(command: list[str]) -> list[str]:
+    """Root, without the capabilities that let it write through file modes (uid 0 still owns the venv and files)."""
+    capsh = shutil.which("capsh")
+    if capsh is None:
+        pytest.skip("root writes through file modes, and capsh (libcap) is missing to drop that privilege")
+    return [capsh, "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", shlex.join(command)]
 
 
 COMMANDS = {
@@ -218,5 +218,21 @@ def test_a_read_only_study_is_one_line(swept: Path, tmp_path: Path, command: str
     check_one_line(
         done,
         f"{database} is read-only: the file system holding {disk} is mounted read-only; "
+        "SQLite writes the file and its journal beside it: make both writable or use another --storage",
+    )
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_folder_without_write_permission_is_one_line(swept: Path, tmp_path: Path, command: str) -> None:
+    database = copy_study(swept, tmp_path / "locked")
+    database.parent.chmod(0o555)  # SQLite cannot make its write-ahead log and index beside the file
+    try:
+        done = autotune(tmp_path, *COMMANDS[command], "--storage", f"sqlite:///{database}", unprivileged=True)
+    finally:
+        database.parent.chmod(0o755)
+    user = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
+    check_one_line(
+        done,
+        f"{database} is read-only: its folder {database.parent} is not writable by {user}; "
         "SQLite writes the file and its journal beside it: make both writable or use another --storage",
     )
