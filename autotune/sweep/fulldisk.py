@@ -120,6 +120,9 @@ class GuardedRecorder:
         try:
             stored = self.ctx.study._storage.get_trial(kept.trial_id)
         except KeyError:
+            stored = None
+        if stored is None or (stored.number, studyio.trial_params(stored)) != (kept.number, kept.params):
+            # The study was replaced since (restored from a backup, say): the trial it was measured for is gone.
             say(f"trial {kept.number}: its kept measurement ({kept.path}) matches no trial of the study; not recorded")
             kept.forget()
             return
