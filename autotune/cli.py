@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import signal
@@ -36,6 +37,22 @@ def _parse_assignments(pairs: tuple[str, ...]) -> dict[str, str]:
             raise AutotuneError(f"-p {pair!r} is not key=value")
         params[key.strip()] = value.strip()
     return params
+
+
+def _names_storage_faults(command: Callable[..., None]) -> Callable[..., None]:
+    """A command whose ``storage`` (a full disk, a corrupt or read-only file) fails with one line naming it.
+
+    Wherever the fault shows: opening the study, or reading a damaged page of it halfway through.
+    """
+
+    @functools.wraps(command)
+    def named(*args: Any, **kwargs: Any) -> None:
+        from autotune.storagefaults import faults_named
+
+        with faults_named(kwargs["storage"]):
+            command(*args, **kwargs)
+
+    return named
 
 
 def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
@@ -151,6 +168,7 @@ def validate(space_file: Path) -> None:
     metavar="LIST",
     help="One worker per GPU, one study: 0,1,2,3 (nvidia-smi numbering) or all. With --device cpu, CPU workers.",
 )
+@_names_storage_faults
 def sweep(
     space_file: Path,
     study_name: str | None,
@@ -207,6 +225,7 @@ def sweep(
 @click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
 @click.option("--top", type=click.IntRange(min=1), help="Show only the best N.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@_names_storage_faults
 def leaderboard(study_name: str, storage: str, top: int | None, fmt: str) -> None:
     """Rank the measured trials of a study: knobs, throughput, speedup over the default, memory, energy."""
     from autotune.leaderboard import leaderboard as rank
@@ -221,6 +240,7 @@ def leaderboard(study_name: str, storage: str, top: int | None, fmt: str) -> Non
 @click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("tuned.yaml"), show_default=True)
 @click.option("--rule", help="Pick the best trial whose metrics satisfy this, e.g. 'peak_mem_gib <= 40'.")
+@_names_storage_faults
 def export(study_name: str, storage: str, output: Path, rule: str | None) -> None:
     """Write the winning configuration as a tuned-config file for production training."""
     from autotune.export import export as write_config
@@ -238,6 +258,7 @@ def export(study_name: str, storage: str, output: Path, rule: str | None) -> Non
 @click.option("--out", type=click.Path(path_type=Path), help="Folder for the Chrome traces [default: profiles/STUDY].")
 @click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")
 @click.option("--no-mlflow", is_flag=True, help="Do not log the table and traces to the sweep's MLflow run.")
+@_names_storage_faults
 def profile(
     study_name: str, storage: str, steps: int, out: Path | None, tracking_uri: str | None, no_mlflow: bool
 ) -> None:
@@ -267,6 +288,7 @@ def profile(
 @cli.command()
 @click.option("--study", "study_name", required=True, help="The study to show.")
 @click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
+@_names_storage_faults
 def status(study_name: str, storage: str) -> None:
     """A sweep's progress from another terminal: trials done and running (where, for how long), best, ETA."""
     from autotune.status import sweep_status
@@ -307,6 +329,7 @@ def verify(tuned_file: Path, repeats: int, device: str | None, timeout: float) -
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("report.html"), show_default=True)
 @click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")
 @click.option("--no-mlflow", is_flag=True, help="Do not log the report to the sweep's MLflow run.")
+@_names_storage_faults
 def report(study_name: str, storage: str, output: Path, tracking_uri: str | None, no_mlflow: bool) -> None:
     """One self-contained HTML page of plots (opens offline), and the same figures as PNGs beside it."""
     from autotune.reporting import figures_folder, write_report

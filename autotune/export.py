@@ -32,7 +32,6 @@ import contextlib
 import importlib.metadata
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -46,6 +45,7 @@ import yaml
 
 from autotune import __version__
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
+from autotune.atomicfile import write_atomically as _write_atomically
 from autotune.errors import AutotuneError
 from autotune.records import StudyInfo, StudyRecords, TrialRecord
 from autotune.results import TrialResult
@@ -204,26 +204,6 @@ def _header(config: TunedConfig, path: Path) -> str:
         "# then train with step_ctx.autocast() / step_ctx.backward(loss) / step_ctx.step(optimizer),\n"
         "# and feed batches of cfg.batch_size. Re-tune when the GPU or the torch version changes.\n"
     )
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and os.replace: never a half-written config."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise AutotuneError(f"cannot write {path}: {exc}") from None
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes it 0600; a tuned config is meant to be shared
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise AutotuneError(f"cannot write {path}: {exc}") from None
-        raise
 
 
 def export(

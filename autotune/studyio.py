@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import optuna
 
 from autotune.errors import AutotuneError, first_line
+from autotune.storagefaults import fault_error
 
 __all__ = ["DEFAULT_STORAGE", "load_existing_study", "redact_url", "storage_error"]
 
@@ -30,6 +31,8 @@ def load_existing_study(name: str, storage: str) -> optuna.Study:
 
 def storage_error(url: str, exc: BaseException) -> AutotuneError:
     """The one-line error for a storage that cannot be opened, without its password."""
+    if (named := fault_error(url, exc)) is not None:  # a full disk, a corrupt or read-only file: said as such
+        return named
     return AutotuneError(f"cannot open storage {redact_url(url)!r}: {type(exc).__name__}: {first_line(exc)}")
 
 

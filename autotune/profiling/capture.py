@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from autotune.atomicfile import replaced_atomically
 from autotune.profiling.breakdown import STEP_RANGE, summarize_events
 
 __all__ = ["capture"]
@@ -46,8 +47,8 @@ def capture(
         _synchronize(device)
     summary = summarize_events(prof.events(), steps, on_gpu)
     if trace_path is not None:
-        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(trace_path))
+        with replaced_atomically(Path(trace_path)) as temporary:  # a full disk leaves no half a trace
+            prof.export_chrome_trace(str(temporary))
     summary["trace"] = None if trace_path is None else str(trace_path)
     return summary
 

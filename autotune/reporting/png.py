@@ -9,6 +9,7 @@ from pathlib import Path
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from autotune.atomicfile import replaced_atomically
 from autotune.reporting.data import ReportData
 from autotune.reporting.figures import MAX_SLICES, best_so_far, knob_axis
 
@@ -68,7 +69,7 @@ def _save(path: Path, draw: Draw, data: ReportData, importances: dict[str, float
     fig = Figure(figsize=(9, 5))
     draw(fig.subplots(), data, importances, knobs)
     fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
+    _write(fig, path)
     return path
 
 
@@ -91,8 +92,14 @@ def _slices(path: Path, data: ReportData, knobs: list[str]) -> Path:
         ax.set_visible(False)
     fig.suptitle(f"each knob's effect on {data.metric} (dashed: PyTorch default)")
     fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
+    _write(fig, path)
     return path
+
+
+def _write(fig: Figure, path: Path) -> None:
+    """``fig`` as a PNG at ``path``, whole or not at all."""
+    with replaced_atomically(path) as temporary:
+        fig.savefig(temporary, dpi=_DPI, format="png")  # the temporary name does not end in .png
 
 
 def write_pngs(data: ReportData, importances: dict[str, float], knobs: list[str], folder: Path) -> list[Path]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import optuna
 import plotly.graph_objects as go
 
+from autotune.atomicfile import write_atomically
 from autotune.records import StudyInfo, StudyRecords
 from autotune.reporting import figures
 from autotune.reporting.data import ReportData, gather
@@ -72,13 +73,16 @@ def write_report(
     records: StudyRecords | None = None,
 ) -> StudyReport:
     """Write ``output`` (the HTML page) and its PNGs (:func:`figures_folder`) for ``study`` (``records``: its
-    records, when the caller has them)."""
+    records, when the caller has them).
+
+    Each file is written whole or left as it was (:mod:`autotune.atomicfile`); a file that cannot be written (a
+    full disk) raises :class:`~autotune.errors.AutotuneError` naming it.
+    """
     data = gather(study, info, storage, records)
     importances = knob_importances(data)
     feasible = [p for p in data.points if p.feasible]
     knobs = varying_knobs(feasible)
     knobs.sort(key=lambda k: -importances.get(k, 0.0))  # stable: unranked knobs keep their order
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(page(data, _plotly_figures(data, importances, knobs), data.env), encoding="utf-8")
+    write_atomically(output, page(data, _plotly_figures(data, importances, knobs), data.env))  # whole, or as it was
     pngs = write_pngs(data, importances, knobs, figures_folder(output))
     return StudyReport(output, pngs)

@@ -24,6 +24,8 @@ Where things live (and where to add what):
 - ``remeasure.py`` and later finishing stages: each a :class:`~autotune.sweep.context.Stage` run
   in order after the loop (see ``Sweep._stages`` in ``loop.py``).
 - ``summary.py``: the sweep's summary, and the MLflow parent run completed.
+- ``fulldisk.py`` (with ``reserve.py`` and ``kept.py``): a full disk loses no measured trial and stops the
+  sweep in one line; ``ending.py``: a worker ended by an exception ends its MLflow run and names a storage fault.
 - ``loop.py``: :class:`~autotune.sweep.loop.Sweep`, one worker wiring these together; :func:`run_sweep`.
 """
 

@@ -25,7 +25,9 @@ from autotune.space import Space
 from autotune.studyio import redact_url
 from autotune.sweep.compilegain import compile_gain_bound
 from autotune.sweep.context import Stage, SweepContext
+from autotune.sweep.ending import sweep_ended
 from autotune.sweep.executors import replay_executor, trial_executor
+from autotune.sweep.fulldisk import GuardedRecorder
 from autotune.sweep.options import Executor, SweepOptions, SweepSummary
 from autotune.sweep.profile import Profile
 from autotune.sweep.proposals import Proposal, Proposer
@@ -83,7 +85,8 @@ class Sweep:
         self.ctx = SweepContext(space, options, study, storage, info, records, executor, progress, tracker)
         self.budget, self.deadline = trial_budget(space, options)
         self.proposer = Proposer(study, space, records, worker or worker_id(), self.budget)
-        self.recorder = Recorder(study, space, info.objectives, records, tracker)
+        # A full disk neither loses the trial it measured nor leaves it RUNNING (autotune/sweep/fulldisk.py).
+        self.recorder = GuardedRecorder(Recorder(study, space, info.objectives, records, tracker), self.ctx)
         self.signals = StopSignals()
         self.device_check = device_check
         self.device_failure: str | None = None  # why the device was taken out, once it was
@@ -106,10 +109,12 @@ class Sweep:
                         stage.run(ctx)
             ctx.progress.close()
             return summarize(ctx, reason, time.time() - started)
-        except BaseException:
+        except BaseException as exc:
             ctx.progress.close()  # the status line gives way to what ends the command
+            sweep_ended(ctx, exc)  # the MLflow run ended, not left RUNNING; a storage fault raised as its one line
             raise
         finally:
+            self.recorder.close()
             close_storage(ctx.storage)
 
     def _search(self) -> str:
@@ -122,6 +127,7 @@ class Sweep:
         if ctx.tracker is not None:
             ctx.tracker.start(self._run_params(), ctx.space.path)
         with self.signals.deferred():
+            self.recorder.start()  # the disk reserve; measurements a full disk kept, recorded before orphans retry
             recover_orphans(ctx.study, ctx.storage, ctx.progress)
             self.budget = self.proposer.budget = enqueue_first_trials(ctx.study, ctx.space, self.budget)
             ctx.records.refresh()

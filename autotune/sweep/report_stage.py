@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from autotune.errors import AutotuneError
 from autotune.studyio import redact_url
 from autotune.sweep.context import SweepContext
 
@@ -56,6 +57,9 @@ class Report:
         path = report_path(ctx.study.study_name, ctx.options.storage)
         try:
             report = write_report(ctx.study, ctx.info, path, ctx.options.storage, ctx.records)
+        except AutotuneError as exc:  # a file it could not write (a full disk): said in its own words
+            ctx.progress.message(f"report: not made: {exc}")
+            return None
         except Exception as exc:  # a bug in drawing must not cost the sweep its summary and MLflow run
             ctx.progress.message(f"report: not made: {type(exc).__name__}: {exc}")
             return None

@@ -18,7 +18,7 @@ from autotune.labels import trial_run_name
 from autotune.records import StudyRecords, TrialRecord
 from autotune.tracking.ui import artifact_link, runs_link
 
-__all__ = ["SweepFacts", "finished", "running"]
+__all__ = ["SweepFacts", "ended", "finished", "running"]
 
 _DEFAULT_STORAGE = "sqlite:///autotune.db"  # autotune's own default: the export command needs no --storage then
 _VIEW_LABEL = "trials by speedup (the Views menu's autotune leaderboard)"
@@ -54,6 +54,14 @@ def finished(facts: SweepFacts) -> str:
     links.append(f"**Leaderboard:** [{_VIEW_LABEL}]({runs_link(facts.experiment_id)})")
     parts = [_winner(facts.records), " · ".join(links), _trial_counts(facts.records), _export(facts)]
     return "\n\n".join(part for part in parts if part)
+
+
+def ended(status: str, reason: str) -> str:
+    """The description of a sweep that ended before its budget on an error (FAILED) or a stop signal (KILLED)."""
+    headline = "**Sweep stopped** by a signal" if status == "KILLED" else "**Sweep failed**"
+    return "\n\n".join(
+        [f"{headline}: {reason}", "Re-running the same `autotune sweep` command resumes it; its trials are kept."]
+    )
 
 
 def _winner(records: StudyRecords) -> str:

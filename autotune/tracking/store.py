@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient, get_tracking_uri
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.sqlitelock import first_open_lock
+from autotune.storagefaults import find_fault
 
 __all__ = ["HTTP_ENV_DEFAULTS", "GuardedStore", "resolve_tracking_uri"]
 
@@ -45,6 +46,17 @@ class _MlflowRetryWarningFilter(logging.Filter):
 
 
 _RETRY_WARNING_FILTER = _MlflowRetryWarningFilter()
+
+
+class _MlflowDatabaseErrorFilter(logging.Filter):
+    """Drops MLflow's own report of a failed call to its database (an ERROR with a traceback of some 50 lines,
+    seen when the disk of ``mlflow.db`` was full): the call fails into the guard, which warns once per outage."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("SQLAlchemy database error")
+
+
+_DATABASE_ERROR_FILTER = _MlflowDatabaseErrorFilter()
 
 # Errors from an unreachable, restarting or refusing store. requests' exceptions derive from
 # OSError; MLflow wraps connection failures and most database errors in MlflowException, but not
@@ -90,6 +102,7 @@ class GuardedStore:
             for name, value in HTTP_ENV_DEFAULTS.items():
                 os.environ.setdefault(name, value)
             logging.getLogger("urllib3.connectionpool").addFilter(_RETRY_WARNING_FILTER)  # no duplicates
+        logging.getLogger("mlflow.store.db.utils").addFilter(_DATABASE_ERROR_FILTER)
         self._lock = threading.Lock()
         # The client is made on first use: for a sqlite URI, making it opens (and may create or
         # migrate) the database, which can fail like any other store call.
@@ -129,7 +142,8 @@ class GuardedStore:
             return self._down_since is not None and time.monotonic() - self._last_failure < self.retry_after_s
 
     def _record_failure(self, what: str, exc: BaseException) -> None:
-        message = " ".join(str(exc).split())[:300]
+        fault = find_fault(exc, self.tracking_uri)  # a full disk is said as such, not as a page of SQL
+        message = fault.describe() if fault is not None else " ".join(str(exc).split())[:300]
         if not _is_outage(exc):
             # The store answered but refused this call (e.g. an invalid value): not an outage.
             _logger.warning("MLflow refused %s: %s", what, message)

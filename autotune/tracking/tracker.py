@@ -5,12 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from mlflow.entities import RunTag
 from mlflow.tracking import MlflowClient
 
 from autotune.records import StudyRecords, TrialRecord
 from autotune.tracking import description
 from autotune.tracking.experiment import SweepExperiment
-from autotune.tracking.schema import CHANGED_PARAM_TAG_PREFIX, TERMINAL, finite_metrics
+from autotune.tracking.schema import (
+    CHANGED_PARAM_TAG_PREFIX,
+    MAX_TAG_LEN,
+    TAG_NOTE,
+    TAG_REASON,
+    TERMINAL,
+    clip,
+    finite_metrics,
+)
 from autotune.tracking.store import GuardedStore, resolve_tracking_uri
 from autotune.tracking.sweep_run import SweepRun
 from autotune.tracking.trial_runs import TrialBatch, TrialRuns, series_json
@@ -147,6 +156,19 @@ class SweepTracker:
         self._store.guarded("finishing the sweep run", lambda: self._sweep_run.finish(entries, texts, status))
         self._store.guarded("describing the sweep run", lambda: self._describe(records))
 
+    def end(self, status: str, reason: str) -> bool:
+        """End the sweep's parent run early, ``status`` FAILED (an error) or KILLED (a stop signal), with
+        ``reason`` as its ``autotune.reason`` tag and in its description: no run is left RUNNING by a sweep
+        that stopped. Tries once, even during an outage's pause. False when MLflow is unreachable or the
+        sweep has no parent run (none is created)."""
+        if status not in TERMINAL - {"FINISHED"}:
+            raise ValueError(f"status must be FAILED or KILLED, got {status=}")
+        self._store.retry_after_s, pause = 0.0, self._store.retry_after_s  # the last call: nothing to spare
+        try:
+            return bool(self._store.guarded("ending the sweep run", lambda: self._end(status, reason)))
+        finally:
+            self._store.retry_after_s = pause
+
     def add_to_sweep_run(
         self, metrics: Mapping[str, float], texts: Mapping[str, str], files: Mapping[str, Path]
     ) -> bool:
@@ -168,6 +190,18 @@ class SweepTracker:
     def _sync(self, records: StudyRecords) -> None:
         trials = self._trial_runs.sync(records)
         self._experiment.save_view(trials, self._objective)
+
+    def _end(self, status: str, reason: str) -> bool:
+        if self._sweep_run.run_id is None and self._client().get_experiment_by_name(self.experiment_name) is None:
+            return False  # never started: make no experiment just to end nothing in it
+        run_id = self._sweep_run.lookup()
+        if run_id is None:
+            return False
+        text = clip(reason, MAX_TAG_LEN)
+        tags = [RunTag(TAG_REASON, text), RunTag(TAG_NOTE, clip(description.ended(status, text), MAX_TAG_LEN))]
+        self._client().log_batch(run_id, tags=tags)
+        self._client().set_terminated(run_id, status=status)
+        return True
 
     def _describe(self, records: StudyRecords) -> None:
         trials = self._trial_runs.sync(records)

@@ -54,4 +54,4 @@ def test_a_report_that_cannot_be_written_is_a_line_not_a_failed_sweep(tmp_path: 
     (tmp_path / "rn50_report.html").mkdir()  # a folder where the page should go
     stream = io.StringIO()
     Report().run(context(study, f"sqlite:///{tmp_path}/autotune.db", None, stream))
-    assert "report: not made: IsADirectoryError" in stream.getvalue()
+    assert f"report: not made: cannot write {tmp_path}/rn50_report.html: Is a directory" in stream.getvalue()
