@@ -9,9 +9,10 @@ resumes it. After the proposal loop, finishing stages work over what the study h
 Where things live (and where to add what):
 
 - ``options.py``: :class:`SweepOptions` (what the command line adds to a space) and :class:`SweepSummary`.
-- ``setup.py``: opening or resuming the study, the budget, the default configuration queued first,
-  orphans of killed workers retried.
+- ``setup.py``: opening or resuming the study, the budget, the default configuration queued first.
 - ``storage.py``: the Optuna storage (SQLite in WAL mode), worker identity, heartbeats.
+- ``lease.py``: leases in the study's database (``autotune_leases``): what runs once per study, who searches.
+- ``orphans.py``: the running trials of dead workers failed and queued again, once, at every stop check.
 - ``ledger.py``: :class:`~autotune.sweep.ledger.TrialLedger`, one worker's incremental view of the
   study; a new per-proposal question about the study is answered there, not by re-reading trials.
 - ``proposals.py``: ask the sampler, decode params, answer repeats, reject infeasible configurations.

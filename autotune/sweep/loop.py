@@ -2,9 +2,11 @@
 
 Per proposal: the proposer asks and decides how it is answered -> the executor measures what must
 run -> the recorder writes the outcome to the study and MLflow -> the progress line. The loop stops
-at the budget (every worker's measured trials, and those running now, count), the time limit,
-``--patience``, an exhausted space, or (``--gpus`` workers) a device that fails its check. SIGINT
-and SIGTERM end it cleanly: the trial they stop is recorded as interrupted and runs again on resume.
+at the budget (every worker's measured trials count), the time limit, ``--patience``, an exhausted
+space, or (``--gpus`` workers) a device that fails its check. While trials other workers are running
+take the rest of the budget, it waits for them instead: one whose worker died is failed and retried
+(:mod:`autotune.sweep.orphans`, at every stop check), and measured here. SIGINT and SIGTERM end it
+cleanly: the trial they stop is recorded as interrupted and runs again on resume.
 """
 
 from __future__ import annotations
@@ -25,22 +27,17 @@ from autotune.studyio import TrialKind, redact_url
 from autotune.sweep.compilegain import compile_gain_bound
 from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.executors import replay_executor, trial_executor
+from autotune.sweep.lease import open_leases
 from autotune.sweep.ledger import TrialLedger
 from autotune.sweep.options import Executor, SweepOptions, SweepSummary
+from autotune.sweep.orphans import OrphanWatch
 from autotune.sweep.profile import Profile
 from autotune.sweep.proposals import Proposal, Proposer
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.remeasure import Remeasure
 from autotune.sweep.requeue import record_interrupted
-from autotune.sweep.setup import (
-    enqueue_first_trials,
-    fail_stale_trials,
-    open_study,
-    recover_orphans,
-    study_info,
-    trial_budget,
-)
-from autotune.sweep.storage import HEARTBEAT_S, close_storage, heartbeat, quiet_optuna, worker_id
+from autotune.sweep.setup import enqueue_first_trials, open_study, study_info, trial_budget
+from autotune.sweep.storage import close_storage, heartbeat, quiet_optuna, worker_id
 from autotune.sweep.summary import summarize
 
 __all__ = ["MAX_SKIPS_IN_A_ROW", "Role", "Sweep", "run_sweep"]
@@ -87,7 +84,9 @@ class Sweep:
         self.device_failure: str | None = None  # why the device was taken out, once it was
         self._device_ready = False  # checked, and not used since
         self.role = role
-        self._stale_checked = 0.0
+        # Other workers' trials whose worker died: failed and retried (autotune.sweep.orphans).
+        self.orphans = OrphanWatch(study, storage, open_leases(storage, study), progress, self.proposer.worker)
+        self._waiting = False  # for other workers' trials that take the rest of the budget (said once per wait)
 
     def run(self) -> SweepSummary:
         """Run (or resume) this worker's share of the sweep; the summary covers every worker's trials.
@@ -120,7 +119,7 @@ class Sweep:
         if ctx.tracker is not None:
             ctx.tracker.start(self._run_params(), ctx.space.path)
         with self.signals.deferred():
-            recover_orphans(ctx.study, ctx.storage, ctx.progress)
+            self._retry_orphans()  # a killed sweep's, when resuming
             self.budget = self.proposer.budget = enqueue_first_trials(ctx.study, ctx.space, self.budget)
             ctx.ledger.refresh()
         ctx.progress.budget, ctx.progress.deadline = self.budget, self.deadline
@@ -128,10 +127,14 @@ class Sweep:
         skips = 0
         while True:
             with self.signals.deferred():
+                self._retry_orphans()
                 if reason := self._stop_reason(skips):
                     return reason
+                if self._budget_held_by_others():
+                    self._wait_for_others()
+                    continue
+                self._waiting = False
                 skips = 0 if self.one_trial() else skips + 1
-                self._fail_stale_trials()
 
     def _join(self) -> str:
         """A finishing worker's start: the search is the other workers' and has ended; take in what they found."""
@@ -209,8 +212,7 @@ class Sweep:
 
     def _stop_reason(self, skips: int) -> str:
         ledger, patience = self.ctx.ledger, self.ctx.options.patience
-        # Trials other workers are running now will count once they finish: don't start more than the budget.
-        if self.budget is not None and len(ledger.measured) + len(ledger.running) >= self.budget:
+        if self.budget is not None and len(ledger.measured) >= self.budget:
             return f"budget of {self.budget} measured trials reached"
         if self.deadline is not None and time.time() >= self.deadline:
             return "sweep time limit reached"
@@ -238,11 +240,27 @@ class Sweep:
         self.ctx.progress.message(f"taken out: its device check failed: {failure}; no more trials run on it")
         return failure
 
-    def _fail_stale_trials(self) -> None:
-        """Check other workers' heartbeats once per heartbeat interval (a trial goes stale after a minute)."""
-        if time.monotonic() - self._stale_checked >= HEARTBEAT_S:
-            self._stale_checked = time.monotonic()
-            fail_stale_trials(self.ctx.study, self.ctx.storage)
+    # -- other workers: their dead workers' trials, their running trials (autotune.sweep.orphans) ---------------------
+    def _retry_orphans(self) -> None:
+        """Fail and queue again the trials of workers that died (this host's at once, by pid; others' by heartbeat)."""
+        if self.orphans.check(self.ctx.ledger.running):
+            self.ctx.ledger.refresh()
+
+    def _budget_held_by_others(self) -> bool:
+        """Whether trials other workers run now take the rest of the budget: they count once measured."""
+        ledger = self.ctx.ledger
+        return self.budget is not None and len(ledger.measured) + len(ledger.running) >= self.budget
+
+    def _wait_for_others(self) -> None:
+        """Wait rather than end the search: a trial of theirs that fails (its worker died) is retried here."""
+        if not self._waiting:
+            running = [str(trial.number) for trial in self.ctx.ledger.running]
+            said = f"trial {running[0]}: it takes" if len(running) == 1 else f"trials {', '.join(running)}: they take"
+            self.ctx.progress.message(f"waiting for other workers' {said} the rest of the budget")
+            self._waiting = True
+        with self.signals.interruptible():
+            time.sleep(0.5)
+        self.ctx.ledger.refresh()
 
     def _run_params(self) -> dict[str, str]:
         ctx = self.ctx

@@ -6,8 +6,6 @@ import time
 from typing import NamedTuple
 
 import optuna
-from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.trial import TrialState
 
 from autotune import studyio
 from autotune.errors import AutotuneError
@@ -18,14 +16,13 @@ from autotune.samplerview import OrdinalView
 from autotune.space import Space
 from autotune.studyio import StudyInfo
 from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions
-from autotune.sweep.storage import close_storage, is_dead_local_worker, open_storage, quiet_optuna
+from autotune.sweep.storage import close_storage, open_storage, quiet_optuna
 
 __all__ = [
     "OpenStudy",
     "enqueue_first_trials",
     "open_study",
     "prepare_study",
-    "recover_orphans",
     "study_info",
     "study_name",
     "trial_budget",
@@ -176,29 +173,6 @@ def trial_budget(space: Space, options: SweepOptions) -> tuple[int | None, float
     if budget is None and timeout is None:
         budget = DEFAULT_TRIALS
     return budget, time.time() + timeout if timeout else None
-
-
-def recover_orphans(study: optuna.Study, storage: optuna.storages.BaseStorage, progress: Progress) -> None:
-    """Fail RUNNING trials of dead local workers at once (others go stale by heartbeat) and retry them."""
-    with quiet_optuna():
-        retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not is_dead_local_worker(trial.user_attrs.get(studyio.ATTR_WORKER)):
-            continue
-        try:
-            storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
-        except optuna.exceptions.UpdateFinishedTrialError:
-            continue
-        retry(study, storage.get_trial(trial._trial_id))
-        progress.message(f"trial {trial.number} was left running by a killed sweep: retrying it")
-    fail_stale_trials(study, storage)
-
-
-def fail_stale_trials(study: optuna.Study, storage: optuna.storages.BaseStorage) -> None:
-    """Fail (and retry) trials whose worker stopped sending heartbeats, on any host."""
-    if isinstance(storage, RDBStorage):
-        with quiet_optuna():
-            optuna.storages.fail_stale_trials(study)
 
 
 def enqueue_first_trials(study: optuna.Study, space: Space, budget: int | None) -> int | None:
