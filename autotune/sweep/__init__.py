@@ -20,7 +20,7 @@ Where things live (and where to add what):
 - ``recorder.py``: a finished trial written to the study, told to Optuna, logged to MLflow; a new
   per-trial attribute or MLflow field is added here.
 - ``remeasure.py`` and later finishing stages: each a :class:`~autotune.sweep.context.Stage` run
-  in order after the loop (see ``Sweep._stages`` in ``loop.py``).
+  in order after the loop (see ``Sweep._stages`` in ``loop.py``), once per study (``finishing.py``).
 - ``summary.py``: the sweep's summary, and the MLflow parent run completed.
 - ``loop.py``: :class:`~autotune.sweep.loop.Sweep`, one worker wiring these together; :func:`run_sweep`.
 """

@@ -7,6 +7,9 @@ space, or (``--gpus`` workers) a device that fails its check. While trials other
 take the rest of the budget, it waits for them instead: one whose worker died is failed and retried
 (:mod:`autotune.sweep.orphans`, at every stop check), and measured here. SIGINT and SIGTERM end it
 cleanly: the trial they stop is recorded as interrupted and runs again on resume.
+
+The finishing stages run once per study, however many processes share it, under a lease in the
+study's storage (:mod:`autotune.sweep.finishing`); every worker then prints its summary from the study.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from autotune.studyio import TrialKind, redact_url
 from autotune.sweep.compilegain import compile_gain_bound
 from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.executors import replay_executor, trial_executor
+from autotune.sweep.finishing import Finishing, pause
 from autotune.sweep.lease import open_leases
 from autotune.sweep.ledger import TrialLedger
 from autotune.sweep.options import Executor, SweepOptions, SweepSummary
@@ -65,7 +69,8 @@ class Sweep:
 
         ``role``: ``all`` searches and then runs the finishing stages; a ``--gpus`` sweep gives its workers
         ``search`` and, once they have all ended, one worker ``finish``, so the top configurations are
-        re-measured once and one report is drawn, from every worker's trials.
+        re-measured once and one report is drawn, from every worker's trials. Either way the stages go
+        through the study's finish lease, which other sweeps on the study share.
         """
         info = study_info(space, options)
         study, storage, space = open_study(space, options, info, sampler, progress)  # space: as the study encodes it
@@ -84,8 +89,11 @@ class Sweep:
         self.device_failure: str | None = None  # why the device was taken out, once it was
         self._device_ready = False  # checked, and not used since
         self.role = role
-        # Other workers' trials whose worker died: failed and retried (autotune.sweep.orphans).
-        self.orphans = OrphanWatch(study, storage, open_leases(storage, study), progress, self.proposer.worker)
+        # What other processes on the study need of this one: its dead workers' trials retried, its finishing
+        # stages run once for all of them (autotune.sweep.orphans, autotune.sweep.finishing).
+        leases = open_leases(storage, study)
+        self.orphans = OrphanWatch(study, storage, leases, progress, self.proposer.worker)
+        self.finishing = Finishing(self.ctx, leases, self.orphans, self.signals, self.proposer.worker)
         self._waiting = False  # for other workers' trials that take the rest of the budget (said once per wait)
 
     def run(self) -> SweepSummary:
@@ -97,10 +105,13 @@ class Sweep:
         ctx, started = self.ctx, time.time()
         try:
             with self.signals:
-                reason = self._search() if self.role != "finish" else self._join()
+                if self.role == "finish":
+                    reason = self._join()
+                else:
+                    with self.finishing.searching():  # every process's finishing stages wait for this search
+                        reason = self._search()
                 if self.device_failure is None and self.role != "search":  # a failed device runs nothing more
-                    for stage in self._stages():
-                        stage.run(ctx)
+                    self.finishing.run(self._stages(), searched=len(ctx.ledger.measured))
             ctx.progress.close()
             return summarize(ctx, reason, time.time() - started)
         except BaseException:
@@ -258,8 +269,7 @@ class Sweep:
             said = f"trial {running[0]}: it takes" if len(running) == 1 else f"trials {', '.join(running)}: they take"
             self.ctx.progress.message(f"waiting for other workers' {said} the rest of the budget")
             self._waiting = True
-        with self.signals.interruptible():
-            time.sleep(0.5)
+        pause(self.signals)
         self.ctx.ledger.refresh()
 
     def _run_params(self) -> dict[str, str]:
