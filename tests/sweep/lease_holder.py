@@ -1,8 +1,8 @@
-"""A process that takes a study's ``finish`` lease, for the lease tests: ``python lease_holder.py URL STUDY THEN``.
+"""A process that takes a study's ``finish`` lease, for the lease tests: ``python lease_holder.py URL STUDY``.
 
 It waits for the file ``go`` in its working folder (so that several start together), tries once,
-prints ``won`` or ``lost <holder>``, then, for THEN = ``hold``, holds the lease without renewing it
-until it is killed; for ``exit``, ends without releasing it (as a process that died would).
+prints ``won`` or ``lost <holder>``, and stays until it is killed (holding the lease, if it won, without
+renewing it: killed, it is a holder that died).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from autotune.sweep.storage import open_storage, worker_id
 
 
 def main() -> None:
-    url, name, then = sys.argv[1:4]
+    url, name = sys.argv[1:3]
     storage = open_storage(url)
     leases = open_leases(storage, optuna.load_study(study_name=name, storage=storage))
     assert leases is not None
@@ -26,8 +26,7 @@ def main() -> None:
         time.sleep(0.01)
     holder = leases.acquire(FINISH, worker_id())
     print("won" if holder is None else f"lost {holder}", flush=True)
-    if then == "hold":
-        time.sleep(600)
+    time.sleep(600)
 
 
 if __name__ == "__main__":

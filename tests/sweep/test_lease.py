@@ -45,10 +45,10 @@ def leases_of(url: str, name: str) -> LeaseTable:
     return table
 
 
-def holders(workdir: Path, url: str, name: str, count: int, then: str) -> list[subprocess.Popen[str]]:
-    """``count`` processes that try to take the lease at the same moment (see lease_holder.py)."""
+def holders(workdir: Path, url: str, name: str, count: int) -> list[subprocess.Popen[str]]:
+    """``count`` processes that try to take the lease at the same moment, then stay (see lease_holder.py)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, str(HERE / "lease_holder.py"), url, name, then]
+    command = [sys.executable, str(HERE / "lease_holder.py"), url, name]
     procs = [subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, text=True) for _ in range(count)]
     (workdir / "go").touch()
     return procs
@@ -61,10 +61,13 @@ def first_line(proc: subprocess.Popen[str]) -> str:
 
 def test_of_processes_that_try_at_once_exactly_one_takes_the_lease(study: tuple[str, str], tmp_path: Path) -> None:
     url, name = study
-    procs = holders(tmp_path, url, name, 4, "exit")
-    said = [first_line(proc) for proc in procs]
-    for proc in procs:
-        assert proc.wait(timeout=60) == 0
+    procs = holders(tmp_path, url, name, 4)  # alive until all have tried: a dead winner may be taken over
+    try:
+        said = [first_line(proc) for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
     assert said.count("won") == 1, said
     winner = procs[said.index("won")]
     assert all(line.endswith(f":{winner.pid}") for line in said if line != "won")  # the losers name the winner
@@ -72,7 +75,7 @@ def test_of_processes_that_try_at_once_exactly_one_takes_the_lease(study: tuple[
 
 def test_a_lease_whose_holder_was_killed_is_taken_over_at_once(study: tuple[str, str], tmp_path: Path) -> None:
     url, name = study
-    (proc,) = holders(tmp_path, url, name, 1, "hold")
+    (proc,) = holders(tmp_path, url, name, 1)
     assert first_line(proc) == "won"
     table = leases_of(url, name)
     holder = table.holder(FINISH)
