@@ -59,6 +59,7 @@ def first_line(proc: subprocess.Popen[str]) -> str:
     return proc.stdout.readline().strip()
 
 
+@pytest.mark.slow  # four interpreters
 def test_of_processes_that_try_at_once_exactly_one_takes_the_lease(study: tuple[str, str], tmp_path: Path) -> None:
     url, name = study
     procs = holders(tmp_path, url, name, 4)  # alive until all have tried: a dead winner may be taken over
