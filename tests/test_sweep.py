@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -160,7 +161,9 @@ def test_killed_sweep_resumes_without_losing_or_repeating_a_trial(workdir: Path)
 
     proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert f"trial {killed} was left running by a killed sweep: retrying it" in proc.stderr
+    assert f"trial {killed} was left running by a killed worker ({socket.gethostname()}:{first.pid}): retrying it" in (
+        proc.stderr
+    )
 
     study = load_quick_study(workdir)
     measured = measured_records(study)

@@ -36,6 +36,7 @@ __all__ = [
     "ATTR_WORKER",
     "FINISHED_STATES",
     "INTERRUPTED",
+    "STUDY_ATTR_FINISHED",
     "STUDY_ATTR_INFO",
     "STUDY_ATTR_PROFILED",
     "STUDY_ATTR_WARM_START",
@@ -68,6 +69,8 @@ STUDY_ATTR_INFO = "autotune.info"  # a StudyInfo as a dict
 STUDY_ATTR_WARM_START = "autotune.warm_start"
 # {"default": n, "winner": m}: the trials the last finished profile compared.
 STUDY_ATTR_PROFILED = "autotune.profiled"
+# {"measured": n, "by": "host:pid"}: the last finishing stages that completed began over n measured trials.
+STUDY_ATTR_FINISHED = "autotune.finished"
 # The record model's winner as the sweep ended, for readers of the study outside autotune (optuna-dashboard):
 # {"trial", "metric", "value", "value_is", "first_value", "speedup", "default_trial"}.
 STUDY_ATTR_WINNER = "autotune.winner"

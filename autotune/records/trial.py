@@ -110,6 +110,7 @@ class TrialRecord:
     started: datetime | None = None
     ended: datetime | None = None
     mlflow_run_id: str | None = None
+    trial_id: int | None = None  # the storage's id of the trial: for a writer that must act on it (fail, requeue)
 
     # -- what the trial was --------------------------------------------------------------------
     @property
@@ -250,4 +251,5 @@ def read_trial(
         started=trial.datetime_start,
         ended=trial.datetime_complete,
         mlflow_run_id=attrs.get(schema.ATTR_MLFLOW_RUN),
+        trial_id=trial._trial_id,
     )

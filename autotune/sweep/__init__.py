@@ -9,9 +9,10 @@ resumes it. After the proposal loop, finishing stages work over what the study h
 Where things live (and where to add what):
 
 - ``options.py``: :class:`SweepOptions` (what the command line adds to a space) and :class:`SweepSummary`.
-- ``setup.py``: opening or resuming the study, the budget, the default configuration queued first,
-  orphans of killed workers retried.
+- ``setup.py``: opening or resuming the study, the budget, the default configuration queued first.
 - ``storage.py``: the Optuna storage (SQLite in WAL mode), worker identity, heartbeats.
+- ``lease.py``: leases in the study's database (``autotune_leases``): what runs once per study, who searches.
+- ``orphans.py``: the running trials of dead workers failed and queued again, once, at every stop check.
 - the record model is :mod:`autotune.records`; a worker reads its study incrementally through ``ctx.records``
   (:class:`~autotune.records.StudyRecords`): a new per-proposal question about the study is answered there,
   not by re-reading trials.
@@ -22,7 +23,7 @@ Where things live (and where to add what):
 - ``recorder.py``: a finished trial written to the study, told to Optuna, logged to MLflow; a new
   per-trial attribute is written here (its name in :mod:`autotune.records.schema`, read back by the records).
 - ``remeasure.py`` and later finishing stages: each a :class:`~autotune.sweep.context.Stage` run
-  in order after the loop (see ``Sweep._stages`` in ``loop.py``).
+  in order after the loop (see ``Sweep._stages`` in ``loop.py``), once per study (``finishing.py``).
 - ``summary.py``: the sweep's summary, and the MLflow parent run completed.
 - ``fulldisk.py`` (with ``reserve.py`` and ``kept.py``): a full disk loses no measured trial and stops the
   sweep in one line; ``ending.py``: a worker ended by an exception ends its MLflow run and names a storage fault.

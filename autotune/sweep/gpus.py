@@ -11,9 +11,13 @@ in a driver call must not stall the others.
 This process (the orchestrator) opens the study and queues the default configuration once, before
 the workers start (:func:`~autotune.sweep.setup.prepare_study`); gives worker ``i`` the sampler seed
 ``seed + i``, so workers do not propose in lockstep from their first ask; prints every worker's lines,
-each naming its GPU; and ends with the summary of the worker that finished last. Each worker checks
-its GPU before each trial (:mod:`autotune.devicecheck`): one that fails is taken out with one line,
-and the others finish the budget.
+each naming its GPU; once every worker has ended its search, starts one more on the first GPU whose
+worker finished well, to run the finishing stages (through the study's finish lease, as any sweep:
+:mod:`autotune.sweep.finishing`); and ends with that worker's summary. Each worker checks its GPU
+before each trial (:mod:`autotune.devicecheck`): one that fails is taken out with one line, and the
+others finish the budget. So is a worker that dies without a word (SIGKILL, the OOM killer): the line
+says how it ended, the others fail and retry its running trial (:mod:`autotune.sweep.orphans`), and
+the summary notes it.
 
 Stop signals: workers run in process groups of their own, so Ctrl-C at a terminal reaches this
 process alone. It passes SIGINT or SIGTERM on to every worker, waits until each has recorded its
@@ -126,7 +130,15 @@ class _Worker:
             if os.environ.get("AUTOTUNE_DEBUG"):
                 print(self.end[2], file=sys.stderr)
             raise RuntimeError(f"worker {self.label} failed: {self.end[1]}")
-        raise RuntimeError(f"worker {self.label} ended without a word (exit code {self.process.returncode})")
+        return None, self.death()
+
+    def death(self) -> str:
+        """How a worker that ended without a word (killed: SIGKILL, the OOM killer) ended, from its exit code."""
+        code = self.process.returncode
+        if code is not None and code < 0:
+            with contextlib.suppress(ValueError):
+                return f"its process was killed by {signal.Signals(-code).name} (exit code {code})"
+        return f"its process ended without a word (exit code {code})"
 
 
 @dataclass
@@ -226,6 +238,8 @@ def _relay(workers: list[_Worker], progress: Progress) -> None:
                 del live[worker.conn]
                 worker.process.wait()
                 worker.conn.close()
+                if not worker.end:  # killed: the other workers fail and retry its trial (autotune.sweep.orphans)
+                    progress.message(f"taken out: {worker.death()}", source=worker.label)
                 continue
             _show(worker, event, progress)
 

@@ -2,9 +2,14 @@
 
 Per proposal: the proposer asks and decides how it is answered -> the executor measures what must
 run -> the recorder writes the outcome to the study and MLflow -> the progress line. The loop stops
-at the budget (every worker's measured trials, and those running now, count), the time limit,
-``--patience``, an exhausted space, or (``--gpus`` workers) a device that fails its check. SIGINT
-and SIGTERM end it cleanly: the trial they stop is recorded as interrupted and runs again on resume.
+at the budget (every worker's measured trials count), the time limit, ``--patience``, an exhausted
+space, or (``--gpus`` workers) a device that fails its check. While trials other workers are running
+take the rest of the budget, it waits for them instead: one whose worker died is failed and retried
+(:mod:`autotune.sweep.orphans`, at every stop check), and measured here. SIGINT and SIGTERM end it
+cleanly: the trial they stop is recorded as interrupted and runs again on resume.
+
+The finishing stages run once per study, however many processes share it, under a lease in the
+study's storage (:mod:`autotune.sweep.finishing`); every worker then prints its summary from the study.
 """
 
 from __future__ import annotations
@@ -27,22 +32,18 @@ from autotune.sweep.compilegain import compile_gain_bound
 from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.ending import sweep_ended
 from autotune.sweep.executors import replay_executor, trial_executor
+from autotune.sweep.finishing import Finishing, pause
 from autotune.sweep.fulldisk import GuardedRecorder
+from autotune.sweep.lease import open_leases
 from autotune.sweep.options import Executor, SweepOptions, SweepSummary
+from autotune.sweep.orphans import OrphanWatch
 from autotune.sweep.profile import Profile
 from autotune.sweep.proposals import Proposal, Proposer
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.remeasure import Remeasure
 from autotune.sweep.requeue import record_interrupted
-from autotune.sweep.setup import (
-    enqueue_first_trials,
-    fail_stale_trials,
-    open_study,
-    recover_orphans,
-    study_info,
-    trial_budget,
-)
-from autotune.sweep.storage import HEARTBEAT_S, close_storage, heartbeat, quiet_optuna, worker_id
+from autotune.sweep.setup import enqueue_first_trials, open_study, study_info, trial_budget
+from autotune.sweep.storage import close_storage, heartbeat, quiet_optuna, worker_id
 from autotune.sweep.summary import summarize
 
 __all__ = ["MAX_SKIPS_IN_A_ROW", "Role", "Sweep", "run_sweep"]
@@ -72,7 +73,8 @@ class Sweep:
 
         ``role``: ``all`` searches and then runs the finishing stages; a ``--gpus`` sweep gives its workers
         ``search`` and, once they have all ended, one worker ``finish``, so the top configurations are
-        re-measured once and one report is drawn, from every worker's trials.
+        re-measured once and one report is drawn, from every worker's trials. Either way the stages go
+        through the study's finish lease, which other sweeps on the study share.
         """
         info = study_info(space, options)
         study, storage, space = open_study(space, options, info, sampler, progress)  # space: as the study encodes it
@@ -92,7 +94,12 @@ class Sweep:
         self.device_failure: str | None = None  # why the device was taken out, once it was
         self._device_ready = False  # checked, and not used since
         self.role = role
-        self._stale_checked = 0.0
+        # What other processes on the study need of this one: its dead workers' trials retried, its finishing
+        # stages run once for all of them (autotune.sweep.orphans, autotune.sweep.finishing).
+        leases = open_leases(storage, study)
+        self.orphans = OrphanWatch(study, storage, leases, progress, self.proposer.worker)
+        self.finishing = Finishing(self.ctx, leases, self.orphans, self.signals, self.proposer.worker)
+        self._waiting = False  # for other workers' trials that take the rest of the budget (said once per wait)
 
     def run(self) -> SweepSummary:
         """Run (or resume) this worker's share of the sweep; the summary covers every worker's trials.
@@ -103,10 +110,13 @@ class Sweep:
         ctx, started = self.ctx, time.time()
         try:
             with self.signals:
-                reason = self._search() if self.role != "finish" else self._join()
+                if self.role == "finish":
+                    reason = self._join()
+                else:
+                    with self.finishing.searching():  # every process's finishing stages wait for this search
+                        reason = self._search()
                 if self.device_failure is None and self.role != "search":  # a failed device runs nothing more
-                    for stage in self._stages():
-                        stage.run(ctx)
+                    self.finishing.run(self._stages(), searched=len(ctx.records.measured))
             ctx.progress.close()
             return summarize(ctx, reason, time.time() - started)
         except BaseException as exc:
@@ -128,7 +138,7 @@ class Sweep:
             ctx.tracker.start(self._run_params(), ctx.space.path)
         with self.signals.deferred():
             self.recorder.start()  # the disk reserve; measurements a full disk kept, recorded before orphans retry
-            recover_orphans(ctx.study, ctx.storage, ctx.progress)
+            self._retry_orphans()  # a killed sweep's, when resuming
             self.budget = self.proposer.budget = enqueue_first_trials(ctx.study, ctx.space, self.budget)
             ctx.records.refresh()
         ctx.progress.budget, ctx.progress.deadline = self.budget, self.deadline
@@ -136,10 +146,14 @@ class Sweep:
         skips = 0
         while True:
             with self.signals.deferred():
+                self._retry_orphans()
                 if reason := self._stop_reason(skips):
                     return reason
+                if self._budget_held_by_others():
+                    self._wait_for_others()
+                    continue
+                self._waiting = False
                 skips = 0 if self.one_trial() else skips + 1
-                self._fail_stale_trials()
 
     def _join(self) -> str:
         """A finishing worker's start: the search is the other workers' and has ended; take in what they found."""
@@ -223,8 +237,7 @@ class Sweep:
         records, patience = self.ctx.records, self.ctx.options.patience
         if exhausted := self.proposer.exhausted():  # before the budget: a finite space caps it (setup.py)
             return exhausted
-        # Trials other workers are running now will count once they finish: don't start more than the budget.
-        if self.budget is not None and len(records.measured) + len(records.running) >= self.budget:
+        if self.budget is not None and len(records.measured) >= self.budget:
             return f"budget of {self.budget} measured trials reached"
         if self.deadline is not None and time.time() >= self.deadline:
             return "sweep time limit reached"
@@ -252,11 +265,26 @@ class Sweep:
         self.ctx.progress.message(f"taken out: its device check failed: {failure}; no more trials run on it")
         return failure
 
-    def _fail_stale_trials(self) -> None:
-        """Check other workers' heartbeats once per heartbeat interval (a trial goes stale after a minute)."""
-        if time.monotonic() - self._stale_checked >= HEARTBEAT_S:
-            self._stale_checked = time.monotonic()
-            fail_stale_trials(self.ctx.study, self.ctx.storage)
+    # -- other workers: their dead workers' trials, their running trials (autotune.sweep.orphans) ---------------------
+    def _retry_orphans(self) -> None:
+        """Fail and queue again the trials of workers that died (this host's at once, by pid; others' by heartbeat)."""
+        if self.orphans.check(self.ctx.records.running):
+            self.ctx.records.refresh()
+
+    def _budget_held_by_others(self) -> bool:
+        """Whether trials other workers run now take the rest of the budget: they count once measured."""
+        records = self.ctx.records
+        return self.budget is not None and len(records.measured) + len(records.running) >= self.budget
+
+    def _wait_for_others(self) -> None:
+        """Wait rather than end the search: a trial of theirs that fails (its worker died) is retried here."""
+        if not self._waiting:
+            running = [str(trial.number) for trial in self.ctx.records.running]
+            said = f"trial {running[0]}: it takes" if len(running) == 1 else f"trials {', '.join(running)}: they take"
+            self.ctx.progress.message(f"waiting for other workers' {said} the rest of the budget")
+            self._waiting = True
+        pause(self.signals)
+        self.ctx.records.refresh()
 
     def _run_params(self) -> dict[str, str]:
         ctx = self.ctx

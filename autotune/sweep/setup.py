@@ -6,8 +6,6 @@ import time
 from typing import NamedTuple
 
 import optuna
-from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.trial import TrialState
 
 from autotune.errors import AutotuneError
 from autotune.evidence import Evidence, load_evidence
@@ -19,14 +17,13 @@ from autotune.samplerview import OrdinalView
 from autotune.space import Space
 from autotune.sweep.coverage import Coverage
 from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions
-from autotune.sweep.storage import close_storage, is_dead_local_worker, open_storage, quiet_optuna
+from autotune.sweep.storage import close_storage, open_storage, quiet_optuna
 
 __all__ = [
     "OpenStudy",
     "enqueue_first_trials",
     "open_study",
     "prepare_study",
-    "recover_orphans",
     "study_info",
     "study_name",
     "trial_budget",
@@ -179,36 +176,14 @@ def trial_budget(space: Space, options: SweepOptions) -> tuple[int | None, float
     return budget, time.time() + timeout if timeout else None
 
 
-def recover_orphans(study: optuna.Study, storage: optuna.storages.BaseStorage, progress: Progress) -> None:
-    """Fail RUNNING trials of dead local workers at once (others go stale by heartbeat) and retry them."""
-    with quiet_optuna():
-        retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not is_dead_local_worker(trial.user_attrs.get(schema.ATTR_WORKER)):
-            continue
-        try:
-            storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
-        except optuna.exceptions.UpdateFinishedTrialError:
-            continue
-        retry(study, storage.get_trial(trial._trial_id))
-        progress.message(f"trial {trial.number} was left running by a killed sweep: retrying it")
-    fail_stale_trials(study, storage)
-
-
-def fail_stale_trials(study: optuna.Study, storage: optuna.storages.BaseStorage) -> None:
-    """Fail (and retry) trials whose worker stopped sending heartbeats, on any host."""
-    if isinstance(storage, RDBStorage):
-        with quiet_optuna():
-            optuna.storages.fail_stale_trials(study)
-
-
 def enqueue_first_trials(study: optuna.Study, space: Space, budget: int | None) -> int | None:
     """Queue the PyTorch-default configuration first (every leaderboard shows the speedup over it)
     and, for a grid sampler, every point of the grid; returns the budget, capped by the grid's size
     (also when resuming, or when another process queued the grid) and by what a finite space can
     still measure (:meth:`~autotune.sweep.coverage.Coverage.budget_cap`)."""
     trials = study.get_trials(deepcopy=False)
-    if not any(t.user_attrs.get(schema.ATTR_DEFAULT) for t in trials):
+    objectives = [(objective.metric, objective.direction) for objective in space.objectives]
+    if not any(record.default for record in StudyRecords(study, objectives).trials):  # queued ones too
         study.enqueue_trial(space.optuna_params(space.default_params()), user_attrs={schema.ATTR_DEFAULT: True})
     if space.sampler.name == "grid":
         grid = space.grid()

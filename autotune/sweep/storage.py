@@ -16,6 +16,7 @@ database's folder on a local disk, which SQLite studies already need (README: on
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import socket
@@ -23,18 +24,23 @@ import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import optuna
 import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import FrozenTrial
 
 from autotune import studyio
+from autotune.records import schema
 from autotune.sqlitelock import first_open_lock, sqlite_path
 
 __all__ = [
     "GRACE_S",
     "HEARTBEAT_S",
+    "MAX_RETRIES",
+    "RetryStaleTrial",
     "close_storage",
     "heartbeat",
     "is_dead_local_worker",
@@ -47,6 +53,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 10  # a worker's running trial reports in this often ...
 GRACE_S = 60  # ... and is presumed dead (its config retried) after this long without a beat
+MAX_RETRIES = 3  # a configuration whose worker died this many times in a row is not queued again
 _SQLITE_PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
 
 
@@ -76,13 +83,27 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
                 engine_kwargs=engine,
                 heartbeat_interval=HEARTBEAT_S,
                 grace_period=GRACE_S,
-                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
+                heartbeat_stale_trial_callback=RetryStaleTrial(max_retry=MAX_RETRIES),
             )
             if sqlite_path(url) is not None:
                 _use_write_ahead_log(storage.engine)
         except Exception as exc:  # bad URL, missing driver, unreachable server
             raise studyio.storage_error(url, exc) from exc
     return storage
+
+
+class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):
+    """Optuna's retry of a trial whose worker is gone (a WAITING copy), without that worker's name.
+
+    The copy keeps the trial's user attributes (whether it is the default configuration, above all),
+    but not ``autotune.worker``: between another worker's ask of the copy and its naming itself, a check
+    by pid (:func:`is_dead_local_worker`) would take the copy for the dead worker's and fail it again.
+    """
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        trial = copy.copy(trial)
+        trial.user_attrs = {k: v for k, v in trial.user_attrs.items() if k != schema.ATTR_WORKER}
+        super().__call__(study, trial)
 
 
 def _use_write_ahead_log(engine: sqlalchemy.engine.Engine) -> None:
@@ -109,7 +130,7 @@ def worker_id() -> str:
 
 
 def is_dead_local_worker(worker: str | None) -> bool:
-    """True for a worker of this host whose process is gone (a killed sweep)."""
+    """True for a worker of this host whose process is gone (a killed sweep), or dead and not yet reaped."""
     host, _, pid = (worker or "").rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False
@@ -119,7 +140,16 @@ def is_dead_local_worker(worker: str | None) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    return _is_zombie(int(pid))
+
+
+def _is_zombie(pid: int) -> bool:
+    """A process that exited but whose parent has not waited for it yet (Linux; elsewhere: False)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 @contextmanager

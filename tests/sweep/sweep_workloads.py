@@ -1,7 +1,8 @@
 """User workloads (``module:function``) for sweeps that the tests interrupt, or spread over several workers.
 
 Each trial process leaves a file in ``folder``: ``devices/<pid>`` holds its ``CUDA_VISIBLE_DEVICES``
-(which worker's device it was pinned to). ``hang-<i>`` files mark the trials that hang.
+(which worker's device it was pinned to). ``hang-<i>`` files mark the trials that hang; ``built-<i>`` files
+count the processes that built :func:`hang_at`, and ``hung`` holds the pid of the one that hangs.
 """
 
 from __future__ import annotations
@@ -52,6 +53,18 @@ def _claim_hang_slot(folder: Path, count: int) -> bool:
     return False
 
 
+def _claim_next_slot(folder: Path, prefix: str) -> int:
+    """The number of this process among those that asked (each creates ``<prefix>-<i>``, atomically)."""
+    slot = 0
+    while True:
+        try:
+            os.close(os.open(folder / f"{prefix}-{slot}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            slot += 1
+            continue
+        return slot
+
+
 def noted(preset: str = "tiny", folder: str = "", step_ms: float = 0.0) -> Workload:
     """A tiny MLP whose steps take at least ``step_ms``; notes the device its process was pinned to."""
     _note_device(Path(folder))
@@ -63,4 +76,15 @@ def hang_first(preset: str = "tiny", folder: str = "", count: int = 1) -> Worklo
     ``hang-<i>`` file says it is running); every later one is a tiny MLP that runs at once."""
     _note_device(Path(folder))
     hangs = _claim_hang_slot(Path(folder), count)
+    return Workload(_Sleeper(_mlp(), 600.0 if hangs else 0.0), _make_batch, F.cross_entropy, default_batch_size=16)  # type: ignore[arg-type]
+
+
+def hang_at(preset: str = "tiny", folder: str = "", index: int = 0) -> Workload:
+    """The ``index``-th process to build it (0: the first) hangs in its first step, its pid written to ``hung``
+    (a trial whose worker a test kills, late in the budget); every other one is a tiny MLP that runs at once."""
+    _note_device(Path(folder))
+    hangs = _claim_next_slot(Path(folder), "built") == index
+    if hangs:
+        (Path(folder) / "hung.tmp").write_text(str(os.getpid()))
+        (Path(folder) / "hung.tmp").rename(Path(folder) / "hung")  # whole, once it exists
     return Workload(_Sleeper(_mlp(), 600.0 if hangs else 0.0), _make_batch, F.cross_entropy, default_batch_size=16)  # type: ignore[arg-type]
