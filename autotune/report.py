@@ -94,6 +94,9 @@ def sweep_summary(summary: SweepSummary, storage: str) -> str:
         lines.append(f"{summary.faster_infeasible} trial(s) measured faster but broke a constraint: they do not rank")
     if economy := summary.time.line():
         lines.append(economy)
+    if summary.to_within_2pct is not None:
+        seconds, trials = summary.to_within_2pct
+        lines.append(f"within 2% of the winner after {seconds / 60:.1f} min of trial time ({trials} measured trials)")
     store = "" if storage == DEFAULT_STORAGE else f" --storage '{redact_url(storage)}'"
     lines += ["", summary.leaderboard]
     if storage != "memory":  # an in-memory study is gone when the sweep ends

@@ -8,7 +8,9 @@
 # /tmp/runs/NAME (kept between calls on a warm machine, so a sweep there resumes), prints the software
 # versions and nvidia-smi's view of the GPU, and packs the folder's study, MLflow store and report into
 # $OUT/NAME.tgz. A folder .gpu_state/NAME.tgz carried by the call is unpacked first: a sweep resumes
-# from a study brought back by an earlier call, on a fresh machine too.
+# from a study brought back by an earlier call, on a fresh machine too. LIMIT_S=N sends the command
+# SIGINT after N seconds (it records its running trial as interrupted and says how to resume), so the
+# study is packed before the call's own limit.
 set -uo pipefail
 name=$1
 shift
@@ -27,7 +29,9 @@ python3 -c "import torch, triton, optuna, mlflow; print('torch', torch.__version
 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__, 'optuna', optuna.__version__, \
 'mlflow', mlflow.__version__)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv,noheader
-python3 -m autotune "$@" 2>&1 | tee -a run.log
+limit=()
+[ -n "${LIMIT_S:-}" ] && limit=(timeout -s INT "$LIMIT_S")
+"${limit[@]}" python3 -m autotune "$@" 2>&1 | tee -a run.log
 status=${PIPESTATUS[0]}
 if [ -n "${OUT:-}" ]; then
     tar czf "$OUT/$name.tgz" --exclude='.autotune-cache' --exclude='profiles' . 2>/dev/null

@@ -21,8 +21,9 @@ def figures(study: optuna.Study) -> dict[str, float | str]:
     """Trial counts, seconds and trials per hour of the study's measured trials (the record model's time shares)."""
     info = schema.load_study_info(study)
     objectives = info.objectives if info is not None else (("throughput", "maximize"),)
-    measured = StudyRecords(study, objectives).measured
-    time = StudyRecords(study, objectives).time()
+    records = StudyRecords(study, objectives)
+    measured, time = records.measured, records.time()
+    found = records.time_to_within(0.02)
     starts = [r.started for r in measured if r.started]
     ends = [r.ended for r in measured if r.ended]
     span_h = (max(ends) - min(starts)).total_seconds() / 3600 if starts and ends else 0.0
@@ -38,6 +39,11 @@ def figures(study: optuna.Study) -> dict[str, float | str]:
         "pruned_share": time.pruned_share or 0.0,
         "span_s": span_h * 3600,
         "trials_per_hour": len(measured) / span_h if span_h else 0.0,
+        "to_within_2pct_s": found[0] if found else float("nan"),
+        "to_within_2pct_trials": found[1] if found else 0,
+        "compile_share": time.compile_share or 0.0,
+        "winner": records.winner.number if records.winner else -1,
+        "winner_value": records.winner.value if records.winner and records.winner.value else float("nan"),
         "line": time.line() or "",
     }
 

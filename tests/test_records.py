@@ -174,3 +174,15 @@ def test_time_shares_of_long_trials() -> None:
     time = time_shares([record(0, 60, 30, Status.OK), record(1, 20, 50, Status.PRUNED)])
     assert (time.trial_s, time.compile_s, time.pruned_s) == (80.0, 50.0, 20.0)
     assert time.line() == "trial time 1.3 min: compiling 0.8 min (62%), in trials that ended pruned 0.3 min (25%)"
+
+
+def test_time_to_within_two_percent_of_the_winner(db: Path) -> None:
+    """Trial time, in the order the trials started, until one within 2% of the winner's ranked value finished."""
+    study = _study(db)
+    for bs, value in ((8, 100.0), (16, 295.0), (32, 200.0), (64, 300.0)):
+        _record(study, {"bs": bs}, value)
+    records = StudyRecords(study, OBJECTIVES)
+    durations = [r.duration_s for r in records.measured]
+    assert records.time_to_within(0.02) == (pytest.approx(sum(durations[:2])), 2)  # 295 is within 2% of 300
+    assert records.time_to_within(0.001) == (pytest.approx(sum(durations)), 4)  # only the winner itself
+    assert StudyRecords(_study(db.with_name("empty.db")), OBJECTIVES).time_to_within() is None

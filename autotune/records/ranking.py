@@ -14,9 +14,10 @@ from autotune.records.trial import TrialRecord
 __all__ = ["better", "dominates", "order", "pareto_front", "speedup"]
 
 
-def better(a: float, b: float, direction: str) -> bool:
-    """``a`` is strictly better than ``b`` for an objective to ``direction`` (maximize or minimize)."""
-    return a > b if direction == "maximize" else a < b
+def better(a: float, b: float, direction: str, margin: float = 0.0) -> bool:
+    """``a`` is better than ``b`` by more than ``margin`` (a fraction of ``a``) for an objective to ``direction``
+    (maximize or minimize); strictly better with no margin."""
+    return a > b + margin * abs(a) if direction == "maximize" else a < b - margin * abs(a)
 
 
 def speedup(value: float | None, baseline: float | None, direction: str) -> float | None:

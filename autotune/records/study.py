@@ -35,6 +35,10 @@ from autotune.records.trial import Remeasurement, TrialRecord, read_trial
 __all__ = ["StudyRecords", "Tally", "params_key"]
 
 
+def _start_order(record: TrialRecord) -> tuple[float, int]:
+    return (record.started.timestamp() if record.started is not None else float("inf"), record.number)
+
+
 def params_key(params: Mapping[str, Any]) -> str:
     """A hashable form of decoded params, equal exactly when the params are (values of any JSON type)."""
     return json.dumps(params, sort_keys=True, default=str)
@@ -261,6 +265,21 @@ class StudyRecords:
             and r.value is not None
             and (winner is None or winner.value is None or ranking.better(r.value, winner.value, self.direction))
         ]
+
+    def time_to_within(self, fraction: float = 0.02) -> tuple[float, int] | None:
+        """Trial time (seconds, every measured trial's, in the order they started) until the first feasible trial
+        within ``fraction`` of the winner's ranked value finished, and how many measured trials that took;
+        None without a winner. With one GPU a worker, it is GPU time: what a sweep paid to find its answer."""
+        winner = self.winner
+        if winner is None or winner.value is None:
+            return None
+        target, spent = winner.value, 0.0
+        for count, record in enumerate(sorted(self._measured, key=_start_order), start=1):
+            spent += record.duration_s
+            value = record.value if record.feasible else None
+            if value is not None and not ranking.better(target, value, self.direction, margin=fraction):
+                return spent, count
+        return spent, len(self._measured)  # unreachable: the winner itself is within
 
     def trials_since_best(self) -> int:
         """Measured trials since the ranked value of the first objective last improved (``--patience``)."""

@@ -73,6 +73,8 @@ class SweepSummary:
     faster_infeasible: int = 0  # ok trials that measured better than the winner but broke a constraint
     leaderboard: str = ""
     time: TimeShares = field(default_factory=TimeShares)  # where the measured trials' time went (every worker's)
+    # Trial time (s) and measured trials until the first within 2% of the winner: what finding the answer cost.
+    to_within_2pct: tuple[float, int] | None = None
 
     @property
     def measured(self) -> int:

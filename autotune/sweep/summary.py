@@ -32,6 +32,7 @@ def summarize(ctx: SweepContext, stop_reason: str, wall_s: float) -> SweepSummar
     summary.skipped = records.total - tally.measured - len(records.running)
     summary.time = records.time()
     summary.faster_infeasible = len(records.faster_infeasible())
+    summary.to_within_2pct = records.time_to_within(0.02)
     winner = records.winner
     if winner is not None:
         summary.best_trial, summary.best_value = winner.number, winner.value
@@ -89,6 +90,7 @@ def _summary_metrics(summary: SweepSummary, winner: Any) -> dict[str, float]:
         "pruned_trial_s": time.pruned_s,
         "pruned_trial_share": time.pruned_share,
         "compile_share": time.compile_share,
+        "time_to_within_2pct_s": summary.to_within_2pct[0] if summary.to_within_2pct else None,
         "best_value": summary.best_value,
         "speedup_vs_default": summary.speedup,
     }
