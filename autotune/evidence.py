@@ -34,6 +34,7 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
 from autotune.records import StudyRecords, TrialRecord, schema
+from autotune.records.trial import is_default
 from autotune.space import Space
 
 __all__ = ["Evidence", "load_evidence"]
@@ -99,7 +100,7 @@ class Evidence:
                 for t in trials
                 if t.number >= 0
                 and t.state is TrialState.COMPLETE
-                and t.user_attrs.get(schema.ATTR_DEFAULT)
+                and is_default(t)
                 and all(c <= 0 for c in t.constraints.values())
             ),
             None,

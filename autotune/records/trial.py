@@ -21,7 +21,7 @@ from autotune.records import schema
 from autotune.records.schema import TrialKind
 from autotune.results import Status, TrialResult
 
-__all__ = ["Remeasurement", "TrialRecord", "finite", "read_trial"]
+__all__ = ["Remeasurement", "TrialRecord", "finite", "is_default", "read_trial"]
 
 # What a record that has no result says of itself.
 RUNNING, WAITING, ABANDONED = "running", "waiting", "abandoned"
@@ -217,6 +217,12 @@ def _objectives(
         again = remeasured.value_of(metric) if remeasured is not None else None
         values.append(again if again is not None else finite(result.metrics.get(metric)))
     return tuple(values)
+
+
+def is_default(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` is (or is a queued copy of) the PyTorch-default configuration: for code that holds
+    Optuna's trial rather than its record (a sampler's view, a requeue), without parsing its result."""
+    return bool(trial.user_attrs.get(schema.ATTR_DEFAULT))
 
 
 def read_trial(

@@ -15,6 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from autotune.records import schema
+from autotune.records.trial import is_default
 from autotune.sweep.storage import quiet_optuna
 
 __all__ = ["record_interrupted"]
@@ -42,7 +43,7 @@ def _queue_again(study: optuna.Study, trial: FrozenTrial) -> None:
     history = [*trial.system_attrs.get("retry_history", []), trial.number]
     system_attrs = {"failed_trial": history[0], "retry_history": history}
     user_attrs: dict[str, Any] = {}
-    if trial.user_attrs.get(schema.ATTR_DEFAULT):
+    if is_default(trial):
         user_attrs[schema.ATTR_DEFAULT] = True  # the leaderboard's baseline stays the default configuration
     study.add_trial(
         optuna.create_trial(
