@@ -10,7 +10,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import click
 
@@ -47,7 +47,7 @@ def _names_storage_faults(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def named(*args: Any, **kwargs: Any) -> None:
-        from autotune.storagefaults import faults_named
+        from autotune.storage.faults import faults_named
 
         with faults_named(kwargs["storage"]):
             command(*args, **kwargs)
@@ -107,10 +107,10 @@ def trial(
 
     Example: autotune trial resnet50 -p precision=bf16 -p memory_format=channels_last -p batch_size=256
     """
-    from autotune import report
-    from autotune.job import check_spec
     from autotune.jobspec import MeasureSettings, TrialSpec
     from autotune.runner import TrialRunner
+    from autotune.trial.job import check_spec
+    from autotune.views import text as report
 
     parsed = _parse_assignments(params)
     spec = TrialSpec(workload, parsed, preset, device, {}, MeasureSettings(min_steps=steps), memory_cap, seed)
@@ -190,11 +190,11 @@ def sweep(
     gpus: str | None,
 ) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
-    from autotune import report
     from autotune.profiling import DEFAULT_STEPS
     from autotune.space import load_space
     from autotune.sweep import SweepOptions, run_sweep
     from autotune.sweep.gpus import parse_gpus
+    from autotune.sweep.summary import summary_text
 
     space = load_space(space_file, replay=replay is not None)
     options = SweepOptions(
@@ -217,7 +217,7 @@ def sweep(
         warm_start=warm_start,
     )
     summary = run_sweep(space, options)
-    click.echo(report.sweep_summary(summary, storage))
+    click.echo(summary_text(summary, storage))
 
 
 @cli.command()
@@ -228,11 +228,11 @@ def sweep(
 @_names_storage_faults
 def leaderboard(study_name: str, storage: str, top: int | None, fmt: str) -> None:
     """Rank the measured trials of a study: knobs, throughput, speedup over the default, memory, energy."""
-    from autotune.leaderboard import leaderboard as rank
-    from autotune.leaderboard import render
+    from autotune.views.leaderboard import Format, render
+    from autotune.views.leaderboard import leaderboard as rank
 
     study, info = _open_study(study_name, storage)
-    click.echo(render(rank(study, info), info, fmt, top))
+    click.echo(render(rank(study, info), info, cast(Format, fmt), top))  # click.Choice allowed only a Format
 
 
 @cli.command()
@@ -276,7 +276,7 @@ def profile(
         _fail(str(exc), EXIT_TRIAL_FAILED)
     click.echo(result.text())
     if not no_mlflow:
-        from autotune.studyio import redact_url
+        from autotune.storage.studies import redact_url
         from autotune.tracking import SweepTracker
 
         tracker = SweepTracker(study_name, tracking_uri)
@@ -291,7 +291,7 @@ def profile(
 @_names_storage_faults
 def status(study_name: str, storage: str) -> None:
     """A sweep's progress from another terminal: trials done and running (where, for how long), best, ETA."""
-    from autotune.status import sweep_status
+    from autotune.views.status import sweep_status
 
     study, info = _open_study(study_name, storage)
     click.echo("\n".join(sweep_status(study, info).lines()))
@@ -308,8 +308,8 @@ def verify(tuned_file: Path, repeats: int, device: str | None, timeout: float) -
     Example: autotune verify tuned.yaml
     """
     from autotune.runner import TrialRunner
-    from autotune.verify import VerifyFailed
-    from autotune.verify import verify as verify_tuned
+    from autotune.views.verify import VerifyFailed
+    from autotune.views.verify import verify as verify_tuned
 
     runner = TrialRunner()
     click.echo(f"re-measuring {tuned_file} and its PyTorch default, {repeats}x each in fresh processes", err=True)
@@ -338,7 +338,7 @@ def report(study_name: str, storage: str, output: Path, tracking_uri: str | None
     written = write_report(study, info, output, storage)
     click.echo(f"wrote {written.html} and {len(written.pngs)} PNGs in {figures_folder(written.html)}")
     if not no_mlflow:
-        from autotune.studyio import redact_url
+        from autotune.storage.studies import redact_url
         from autotune.tracking import SweepTracker
 
         tracker = SweepTracker(study_name, tracking_uri)
@@ -349,7 +349,7 @@ def report(study_name: str, storage: str, output: Path, tracking_uri: str | None
 
 def _open_study(name: str, storage: str) -> tuple[Any, Any]:
     from autotune.records import load_study_info
-    from autotune.studyio import load_existing_study
+    from autotune.storage.studies import load_existing_study
 
     study = load_existing_study(name, storage)
     info = load_study_info(study)
@@ -365,7 +365,7 @@ def _interrupted(stop: Interrupted, args: list[str]) -> NoReturn:
     sys.exit(stop.exit_code)
 
 
-def _run_guarded(entry: Callable[..., Any], args: list[str] | None) -> int:
+def _run_guarded(entry: click.Command, args: list[str] | None) -> int:
     args = sys.argv[1:] if args is None else args
     try:
         with StopSignals():  # SIGTERM too ends the command through the except clauses below, not on the spot

@@ -43,13 +43,12 @@ import optuna
 import torch
 import yaml
 
-from autotune import __version__
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.atomicfile import write_atomically as _write_atomically
 from autotune.errors import AutotuneError
 from autotune.records import StudyInfo, StudyRecords, TrialRecord
 from autotune.results import TrialResult
-from autotune.studyio import redact_url
+from autotune.storage.studies import redact_url
 from autotune.tuned import SCHEMA_VERSION, TunedConfig, shape_key
 
 __all__ = [
@@ -134,7 +133,7 @@ def _provenance(records: StudyRecords, record: TrialRecord, storage: str) -> dic
         "default": _default_trial(records),
         "mlflow_run_id": record.mlflow_run_id,
         "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "autotune_version": __version__,
+        "autotune_version": importlib.metadata.version("autotune"),
     }
     return {k: v for k, v in provenance.items() if v is not None}
 

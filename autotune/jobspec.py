@@ -53,7 +53,7 @@ class Pruning:
     before the sweep has a best. ``compile_gain``: the most a compile may multiply a configuration's
     eager throughput by in this study (:mod:`autotune.sweep.compilegain`); None until the study has
     measured enough compiled trials to say. A compiled trial given a ``Pruning`` first times a few
-    steps of its eager twin (:mod:`autotune.eagerprobe`): that figure is recorded either way, and with
+    steps of its eager twin (:mod:`autotune.trial.eagerprobe`): that figure is recorded either way, and with
     both bounds known a configuration whose eager throughput times ``compile_gain`` cannot reach
     ``below`` stops before it compiles.
     """
@@ -73,10 +73,10 @@ class TrialSpec:
     ``pruning`` lets a sweep stop a trial that cannot win: after warm-up, or before compiling (:class:`Pruning`).
     ``kernels`` names the space's listed Triton kernels: each is pinned to the config its params
     choose before the workload is built. ``profile_steps > 0`` has the trial, after its timed window,
-    run that many more steps under the profiler (:func:`autotune.profiling.capture`) and put what
+    run that many more steps under the profiler (:func:`autotune.trial.profiler`) and put what
     it returns in ``result.extra["profile"]``, with the Chrome trace in ``<profile_dir>/trace.json``
     when ``profile_dir`` is given. ``compile_cache_dir`` is where the trial keeps Inductor's and
-    Triton's compile caches (:mod:`autotune.compilecache`: every trial of a study given the study's
+    Triton's compile caches (:mod:`autotune.trial.compilecache`: every trial of a study given the study's
     folder, a repeat compiles from the cache); None leaves their defaults.
     """
 

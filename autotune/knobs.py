@@ -52,6 +52,8 @@ CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # the compile modes that 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Optimizers whose constructors take ``fused=True`` (torch.optim with a fused kernel).
 FUSABLE_OPTIMIZERS = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD, torch.optim.Adagrad)
+# torch.backends.cudnn as the knobs use it: its conv/rnn fp32_precision settings are missing from torch's stubs.
+_CUDNN: Any = torch.backends.cudnn
 
 
 @dataclass(frozen=True)
@@ -218,8 +220,8 @@ def apply_backend_flags(knobs: Knobs, device_type: str) -> list[str]:
         setattr(torch.backends.cudnn, name.removeprefix("cudnn_"), value)
     tf32 = {"fp32": "ieee", "tf32": "tf32"}.get(knobs.precision)
     if tf32 is not None:
-        torch.backends.cudnn.conv.fp32_precision = tf32
-        torch.backends.cudnn.rnn.fp32_precision = tf32
+        _CUDNN.conv.fp32_precision = tf32
+        _CUDNN.rnn.fp32_precision = tf32
         torch.backends.cuda.matmul.fp32_precision = tf32
     if knobs.matmul_precision != "auto":
         torch.backends.cuda.matmul.fp32_precision = "ieee" if knobs.matmul_precision == "highest" else "tf32"
@@ -243,7 +245,7 @@ def _set_fused(optimizer: torch.optim.Optimizer) -> None:
         group["fused"] = True
         group["foreach"] = None
     # What torch.optim's constructors set for fused=True, so GradScaler hands over unscaling.
-    optimizer._step_supports_amp_scaling = True  # type: ignore[attr-defined]
+    optimizer._step_supports_amp_scaling = True
 
 
 @dataclass
@@ -360,13 +362,10 @@ def compile_arguments(knobs: Knobs) -> dict[str, Any]:
 @contextlib.contextmanager
 def strict_fp32() -> Iterator[None]:
     """Strict IEEE fp32 for the duration (the numerics guard's reference pass), flags restored after."""
-    saved = (
-        torch.backends.cuda.matmul.fp32_precision,
-        torch.backends.cudnn.conv.fp32_precision,
-    )
+    saved = (torch.backends.cuda.matmul.fp32_precision, _CUDNN.conv.fp32_precision)
     torch.backends.cuda.matmul.fp32_precision = "ieee"
-    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    _CUDNN.conv.fp32_precision = "ieee"
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision = saved
+        torch.backends.cuda.matmul.fp32_precision, _CUDNN.conv.fp32_precision = saved

@@ -46,7 +46,7 @@ class TrialResult:
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Things a person should know about an ok trial (a listed kernel that never ran, ...).
     warnings: list[str] = field(default_factory=list)
-    # JSON-able extras a caller asked for (``profile``: what autotune.profiling.capture returned).
+    # JSON-able extras a caller asked for (``profile``: what autotune.trial.profiler returned).
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

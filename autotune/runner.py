@@ -32,7 +32,7 @@ __all__ = ["ChildOutcome", "TrialRunner"]
 # torch._inductor.compile_fx starts threads and poisons fork, and every trial then failed with
 # "Cannot re-initialize CUDA in forked subprocess".
 PRELOAD = [
-    "autotune.job",
+    "autotune.trial.job",
     "autotune.workloads.resnet50",
     "autotune.workloads.gpt2",
     "torch._dynamo",
@@ -72,7 +72,7 @@ def _child_main(target: Callable[..., Any], args: tuple[Any, ...], conn: Connect
 
 
 def _run_trial(spec: TrialSpec, requested_at: float) -> dict[str, Any]:
-    from autotune.job import run_trial
+    from autotune.trial.job import run_trial
 
     return run_trial(spec, requested_at).to_dict()
 

@@ -35,10 +35,10 @@ from typing import Any
 
 import optuna
 
-from autotune.progress import Progress
 from autotune.records import StudyRecords, schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.views.progress import Progress
 
 VALUES = {
     "BLOCK_M": [16, 32, 64, 128, 256, 512],

@@ -42,12 +42,12 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial
 
-from autotune.progress import Progress
 from autotune.records import StudyRecords, Tally
-from autotune.replay import ReplayRecords
-from autotune.samplers import DelegatingSampler, NoRepeatSampler, make_sampler
+from autotune.search.replay import ReplayRecords
+from autotune.search.samplers import DelegatingSampler, NoRepeatSampler, make_sampler
 from autotune.space import Space, load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.views.progress import Progress
 
 # Some TPE variants below use arguments Optuna 4.9 deprecated (gamma, consider_endpoints): the
 # warning would repeat once per sweep. The table's notes say which rows use them.
@@ -65,7 +65,7 @@ class SamplerConfig:
     """One row of the table: a sampler (built per seed) over one variant of the space.
 
     ``make`` None stands for the shipped space's own sampler, as autotune builds it
-    (:func:`autotune.samplers.make_sampler`). ``seeds`` and ``budget`` cap the command line's for
+    (:func:`autotune.search.samplers.make_sampler`). ``seeds`` and ``budget`` cap the command line's for
     samplers too slow for the five minutes a benchmark run should take; the table says so.
     """
 
@@ -100,7 +100,7 @@ def _hyperopt_gamma(n: int) -> int:
 
 RECOMMENDED = _no_repeat(_cmaes(with_margin=True, popsize=12))
 CONFIGS: tuple[SamplerConfig, ...] = (
-    SamplerConfig("shipped", None, note="the space's own sampler, as autotune.samplers.make_sampler builds it"),
+    SamplerConfig("shipped", None, note="the space's own sampler, as autotune.search.samplers.make_sampler builds it"),
     SamplerConfig("random", lambda seed: optuna.samplers.RandomSampler(seed=seed)),
     SamplerConfig("tpe", _tpe(), note="Optuna 5 defaults: multivariate, 10 start-up trials, 24 EI candidates"),
     SamplerConfig("tpe-startup5", _tpe(n_startup_trials=5)),

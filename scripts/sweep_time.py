@@ -13,8 +13,8 @@ import json
 
 import optuna
 
-from autotune import studyio
 from autotune.records import StudyRecords, schema
+from autotune.storage import studies as studyio
 
 
 def figures(study: optuna.Study) -> dict[str, float | str]:

@@ -21,8 +21,8 @@ each target seed ``s`` an evidence study is swept first over the neighbouring se
 sampler, seed ``1000 + s``, ``--evidence-trials`` measured trials), then the target sweep runs with
 seed ``s``, cold and warm-started from that study. Both use the real sweep engine in memory; the
 warm one is handed a sampler that reads the evidence as ``--warm-start`` builds it
-(:func:`autotune.evidence.from_study`, :class:`autotune.samplerview.OrdinalView`, and CMA-ES's
-start from :func:`autotune.samplers.make_sampler`): ``--warm-start`` itself needs a shared
+(:func:`autotune.search.evidence.from_study`, :class:`autotune.search.samplerview.OrdinalView`, and CMA-ES's
+start from :func:`autotune.search.samplers.make_sampler`): ``--warm-start`` itself needs a shared
 database, which would make this 50 times slower; tests/test_warm_start.py runs that path.
 """
 
@@ -44,13 +44,13 @@ from typing import Any
 import optuna
 from search_benchmark import Goal, StudyCatcher, SweepOutcome, _one_torch_thread, percentile, run_one
 
-from autotune import evidence as evidence_mod
-from autotune.progress import Progress
-from autotune.replay import ReplayRecords
-from autotune.samplers import make_sampler
-from autotune.samplerview import OrdinalView
+from autotune.search import evidence as evidence_mod
+from autotune.search.replay import ReplayRecords
+from autotune.search.samplers import make_sampler
+from autotune.search.samplerview import OrdinalView
 from autotune.space import Space, load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.views.progress import Progress
 
 Records = list[dict[str, Any]]
 

@@ -78,3 +78,19 @@ def record_of(study: optuna.Study, info: StudyInfo, number: int) -> tuple[StudyR
     """The study's records now, and trial ``number``'s."""
     records = StudyRecords.read(study, info)
     return records, records.trial(number)
+
+
+def ok_result(throughput: float, peak_mem_gib: float = 10.0, /, **params: Any) -> TrialResult:
+    metrics = {
+        "throughput": throughput,
+        "throughput_unit": "images/s",
+        "step_ms_p50": 128_000 / throughput,
+        "peak_mem_gib": peak_mem_gib,
+        "energy_j_per_sample": 0.05,
+    }
+    env = {"device": "cuda", "gpu": "NVIDIA H200", "torch": "2.11.0", "cuda": "13.0", "triton": "3.6.0"}
+    return TrialResult(Status.OK, None, {"precision": "default", **params}, metrics, env)
+
+
+def failed(status: Status, reason: str, **params: Any) -> TrialResult:
+    return TrialResult.failed(status, reason, {"precision": "default", **params})

@@ -11,7 +11,7 @@ import optuna
 import pytest
 import torch
 import yaml
-from test_leaderboard import add_trial, failed, make_info, make_study, ok_result
+from recorded_studies import add_trial, failed, make_info, make_study, ok_result
 
 import autotune
 from autotune import workloads

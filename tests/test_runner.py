@@ -161,7 +161,7 @@ def test_trial_processes_use_cuda(runner: TrialRunner) -> None:
 
 
 def _nvml_keeps_process_samples() -> bool:
-    from autotune import measure
+    from autotune.trial import measure
 
     nvml = measure._nvml()
     if nvml is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import torch
@@ -139,7 +139,7 @@ class LoaderBatches:
         self._host.close()
 
 
-def _epochs(loader: DataLoader[Any]) -> Iterator[Any]:
+def _epochs(loader: DataLoader[Any]) -> Generator[Any, None, None]:
     """The loader's batches, one epoch after another, without end; the first checked to be host data."""
     checked = False
     while True:

@@ -3,7 +3,7 @@ copied on a side CUDA stream while the current step computes (``gpu_prefetch``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -19,7 +19,8 @@ def to_device(batch: Any, device: torch.device, non_blocking: bool = False) -> A
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=non_blocking)
     if isinstance(batch, Mapping):
-        return type(batch)({key: to_device(value, device, non_blocking) for key, value in batch.items()})
+        mapping: Any = type(batch)  # a dict, an OrderedDict, a user's Mapping: rebuilt as the same type
+        return mapping({key: to_device(value, device, non_blocking) for key, value in batch.items()})
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple: rebuilt field by field
         return type(batch)(*(to_device(value, device, non_blocking) for value in batch))
     if isinstance(batch, tuple | list):
@@ -41,7 +42,7 @@ def batch_tensors(batch: Any) -> Iterator[torch.Tensor]:
 
 def device_batches(
     host_batches: Iterable[Any], device: torch.device, *, non_blocking: bool = False, gpu_prefetch: bool = False
-) -> Iterator[Any]:
+) -> Generator[Any, None, None]:
     """The batches of ``host_batches`` on ``device``, copied as the knobs say: what the trials measured.
 
     With ``gpu_prefetch`` on a CUDA device, the copy of batch i+1 is queued on a side stream when

@@ -145,7 +145,7 @@ def _losses_and_grads(
 
 class _FusedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int
     ) -> torch.Tensor:
         need_hidden, need_weight = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
@@ -155,7 +155,7 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
         return losses.sum() / max(hidden.shape[0], 1)
 
     @staticmethod
-    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None]:
         grad_hidden, grad_weight = ctx.saved_tensors
         scale = grad_output / ctx.tokens  # the mean's 1/tokens, kept out of the kernel (see the module docstring)
         dh = grad_hidden * scale.to(grad_hidden.dtype) if grad_hidden is not None else None
@@ -175,7 +175,7 @@ def fused_linear_cross_entropy(
     _check_inputs(hidden, weight, targets, chunk)
     targets = targets.contiguous()
     if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
-        return _FusedLinearCrossEntropy.apply(hidden, weight, targets, chunk)  # type: ignore[no-any-return]
+        return _FusedLinearCrossEntropy.apply(hidden, weight, targets, chunk)
     losses, _, _ = _losses_and_grads(hidden, weight, targets, chunk, need_hidden=False, need_weight=False)
     return losses.sum() / max(hidden.shape[0], 1)
 

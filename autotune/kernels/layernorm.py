@@ -185,9 +185,7 @@ def _rows(t: torch.Tensor, n: int) -> torch.Tensor:
 
 class _LayerNorm(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
-    ) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
         n = _check_inputs(x, weight, bias)
         x2 = _rows(x, n)
         y, mean, rstd = _forward(x2, weight.contiguous(), bias.contiguous(), eps)
@@ -196,7 +194,7 @@ class _LayerNorm(torch.autograd.Function):
         return y.view(x.shape)
 
     @staticmethod
-    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
         x2, weight, mean, rstd = ctx.saved_tensors
         dx, dw, db = _backward(_rows(dy, x2.shape[1]), x2, weight.contiguous(), mean, rstd)
         return dx.view(dy.shape), dw.to(weight.dtype), db.to(ctx.bias_dtype), None
@@ -204,7 +202,7 @@ class _LayerNorm(torch.autograd.Function):
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """``F.layer_norm(x, (N,), weight, bias, eps)`` over the last dimension, through the Triton kernels."""
-    return _LayerNorm.apply(x, weight, bias, eps)  # type: ignore[no-any-return]
+    return _LayerNorm.apply(x, weight, bias, eps)
 
 
 def reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:

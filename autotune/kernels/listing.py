@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.errors import AutotuneError
+from autotune.usermodules import import_user_module
 
 __all__ = ["KernelParam", "ListedKernel", "config_label", "load_kernel"]
 
@@ -123,8 +124,6 @@ def load_kernel(path: str) -> ListedKernel:
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise AutotuneError(f"kernel {path!r}: expected package.module:kernel")
-    from autotune.workloads import import_user_module
-
     try:
         module = import_user_module(module_name)
     except Exception as exc:  # a user's module that fails on import is bad input, not our bug

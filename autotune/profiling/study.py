@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     import optuna
 
     from autotune.jobspec import TrialSpec
-    from autotune.leaderboard import LeaderboardRow
     from autotune.runner import TrialRunner
     from autotune.space import Space
     from autotune.tracking import SweepTracker
+    from autotune.views.leaderboard import LeaderboardRow
 
 __all__ = ["DEFAULT_STEPS", "ProfileFailed", "StudyProfile", "pick_trials", "profile_study", "space_of"]
 
@@ -83,7 +83,7 @@ def _is_kernel_workload(info: StudyInfo, rows: list[LeaderboardRow]) -> bool:
 
 def pick_trials(study: optuna.Study, info: StudyInfo) -> tuple[LeaderboardRow, LeaderboardRow]:
     """The study's ok PyTorch-default trial and its winner; :class:`AutotuneError` when either is missing."""
-    from autotune.leaderboard import leaderboard
+    from autotune.views.leaderboard import leaderboard
 
     name = study.study_name
     rows = leaderboard(study, info)

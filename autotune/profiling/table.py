@@ -12,7 +12,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.profiling.categories import CATEGORIES
+from autotune.trial.kernel_categories import CATEGORIES
 
 __all__ = ["WIDTH", "ProfiledTrial", "markdown", "render", "speedup"]
 
@@ -31,7 +31,7 @@ _NOTES = {
 @dataclass(frozen=True)
 class ProfiledTrial:
     """One profiled trial: ``label`` (default, winner), its number, params, the profile run's metrics
-    (throughput of its timed window ...) and ``profile``, what :func:`autotune.profiling.capture` returned."""
+    (throughput of its timed window ...) and ``profile``, what :func:`autotune.trial.profiler` returned."""
 
     label: str
     trial: int

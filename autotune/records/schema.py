@@ -51,7 +51,7 @@ __all__ = [
 ATTR_RESULT = "autotune.result"  # the TrialResult as a dict, per-step series left out
 ATTR_PARAMS = "autotune.params"  # the params as the space decoded them (ordinals as values, fixed included)
 ATTR_KIND = "autotune.kind"  # a TrialKind
-ATTR_STATUS = "autotune.status"  # the result's status, or "interrupted"
+ATTR_STATUS = "autotune.views.status"  # the result's status, or "interrupted"
 ATTR_REASON = "autotune.reason"
 ATTR_DEFAULT = "autotune.default"  # the PyTorch-default configuration, enqueued first: the yardstick of speedup
 ATTR_WORKER = "autotune.worker"  # host:pid of the worker running the trial
@@ -61,7 +61,7 @@ ATTR_DUPLICATE_OF = "autotune.duplicate_of"  # the trial a duplicate was answere
 ATTR_FINALIST_OF = "autotune.finalist_of"  # the search trial whose configuration a finalist re-tries
 ATTR_MLFLOW_RUN = "autotune.mlflow_run_id"
 ATTR_INPUT_BOUND = "autotune.input_bound"  # True: an ok trial that waited for input > 10% of its step time
-INTERRUPTED = "interrupted"  # the autotune.status of a trial stopped by a signal (not a trial outcome)
+INTERRUPTED = "interrupted"  # the autotune.views.status of a trial stopped by a signal (not a trial outcome)
 
 # --- on the study ------------------------------------------------------------------------------
 STUDY_ATTR_INFO = "autotune.info"  # a StudyInfo as a dict

@@ -198,7 +198,9 @@ class StudyRecords:
 
     def not_run(self) -> dict[str, int]:
         """Finished proposals that ran nothing, by kind (rejected, duplicate, surplus): no GPU time, no budget."""
-        kinds = Counter(r.kind for r in self._finished.values() if r.kind not in (None, TrialKind.MEASURED))
+        kinds: Counter[TrialKind | None] = Counter(
+            r.kind for r in self._finished.values() if r.kind not in (None, TrialKind.MEASURED)
+        )
         return {kind.value: kinds[kind] for kind in TrialKind if kinds[kind]}
 
     def tally(self) -> Tally:

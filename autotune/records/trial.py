@@ -151,6 +151,21 @@ class TrialRecord:
         return self.objectives[0] if self.objectives else None
 
     @property
+    def ran_with(self) -> dict[str, Any]:
+        """The params as every view shows them: the configuration's, with the values the trial resolved them to,
+        and the batch size it used where the space does not tune it (the workload's default, else unseen).
+
+        :attr:`params` stays the configuration as proposed: what a repeat is recognised by and what runs again.
+        """
+        if self.result is None:
+            return dict(self.params)
+        resolved = self.result.params
+        shown = {key: resolved.get(key, value) for key, value in self.params.items()}
+        if "batch_size" not in shown and resolved.get("batch_size") is not None:
+            shown["batch_size"] = resolved["batch_size"]
+        return shown
+
+    @property
     def value_is(self) -> str:
         """Which figure :attr:`value` is: ``median of 3 re-measurements`` or ``one measurement``."""
         again = self.remeasured

@@ -13,9 +13,9 @@ from typing import Any
 
 import optuna
 
-from autotune.leaderboard import LeaderboardRow, rows
 from autotune.records import StudyInfo, StudyRecords, TimeShares, TrialRecord
-from autotune.studyio import DEFAULT_STORAGE, redact_url
+from autotune.storage.studies import DEFAULT_STORAGE, redact_url
+from autotune.views.leaderboard import LeaderboardRow, rows
 
 __all__ = ["ReportData", "TrialPoint", "gather"]
 
@@ -68,7 +68,7 @@ def _point(records: StudyRecords, record: TrialRecord) -> TrialPoint:
         status=record.outcome,
         value=record.value,
         objectives=record.objectives,
-        params=record.params,
+        params=record.ran_with,
         feasible=record.feasible,
         default=record.default,
         pareto=record.number in records.pareto,

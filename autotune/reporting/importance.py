@@ -46,7 +46,7 @@ def _feasible_study(data: ReportData, knobs: list[str]) -> optuna.Study:
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory" in the report's output
     try:
-        study = optuna.create_study(direction=data.direction)
+        study = optuna.create_study(direction="maximize" if data.direction == "maximize" else "minimize")
     finally:
         optuna.logging.set_verbosity(verbosity)
     for p in points:

@@ -19,11 +19,11 @@ _DPI = 100
 
 
 def _throughput(ax: Axes, data: ReportData, _importances: dict[str, float], _knobs: list[str]) -> None:
-    feasible = [p for p in data.points if p.feasible]
-    infeasible = [p for p in data.points if p.value is not None and not p.feasible]
-    ax.scatter([p.number for p in feasible], [p.value for p in feasible], s=10, label="feasible trials")
+    feasible = [(p.number, p.value) for p in data.points if p.feasible and p.value is not None]
+    infeasible = [(p.number, p.value) for p in data.points if p.value is not None and not p.feasible]
+    ax.scatter([n for n, _ in feasible], [v for _, v in feasible], s=10, label="feasible trials")
     if infeasible:
-        ax.scatter([p.number for p in infeasible], [p.value for p in infeasible], s=10, c="#b0b0b0", label="infeasible")
+        ax.scatter([n for n, _ in infeasible], [v for _, v in infeasible], s=10, c="#b0b0b0", label="infeasible")
     steps = best_so_far(data.points, data.direction)
     if steps:
         last = max(p.number for p in data.points)
@@ -54,10 +54,16 @@ def _gpu_time(ax: Axes, data: ReportData, _importances: dict[str, float], _knobs
 
 def _pareto(ax: Axes, data: ReportData, _importances: dict[str, float], _knobs: list[str]) -> None:
     names = [m for m, _ in data.info.objectives[:2]]
-    points = [p for p in data.points if p.feasible and None not in p.objectives[:2]]
-    ax.scatter([p.objectives[0] for p in points], [p.objectives[1] for p in points], s=10, c="#b0b0b0", label="trials")
-    front = sorted((p for p in points if p.pareto), key=lambda p: p.objectives[0] or 0.0)
-    ax.plot([p.objectives[0] for p in front], [p.objectives[1] for p in front], "o-", c="#d62728", label="Pareto front")
+    points = [
+        (x, y, p.pareto)
+        for p in data.points
+        if p.feasible
+        for x, y in [p.objectives[:2]]
+        if x is not None and y is not None
+    ]
+    ax.scatter([x for x, _, _ in points], [y for _, y, _ in points], s=10, c="#b0b0b0", label="trials")
+    front = sorted((x, y) for x, y, on_front in points if on_front)
+    ax.plot([x for x, _ in front], [y for _, y in front], "o-", c="#d62728", label="Pareto front")
     ax.set(title="Pareto front", xlabel=names[0], ylabel=names[1])
     ax.legend()
 

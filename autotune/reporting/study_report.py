@@ -18,7 +18,7 @@ from autotune.reporting.data import ReportData, gather
 from autotune.reporting.html import page
 from autotune.reporting.importance import knob_importances, varying_knobs
 from autotune.reporting.png import write_pngs
-from autotune.studyio import DEFAULT_STORAGE
+from autotune.storage.studies import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
     from autotune.tracking import SweepTracker

@@ -13,16 +13,15 @@ second per thousand (kernel rules are the slowest).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from autotune.space.params import ParamSpec
+from autotune.space.params import combinations
 
 if TYPE_CHECKING:
     from autotune.space.searchspace import Space
 
-__all__ = ["MAX_LISTED", "Configurations", "combinations", "list_configurations"]
+__all__ = ["MAX_LISTED", "Configurations", "list_configurations"]
 
 MAX_LISTED = 10_000  # combinations listed at most (before the feasibility rules)
 
@@ -36,33 +35,6 @@ class Configurations:
 
     def __len__(self) -> int:
         return len(self.feasible)
-
-
-def combinations(specs: Iterable[ParamSpec], limit: int | None = None) -> list[dict[str, Any]] | None:
-    """Every combination of the params' values (decoded), in declaration order, ``when`` respected.
-
-    Without ``limit``, a float range without a step raises AutotuneError (it has no finite set of
-    values). With it, such a range, or more than ``limit`` combinations, gives None, found before
-    the values are listed (an int range of a billion values costs nothing).
-    """
-    configs: list[dict[str, Any]] = [{}]
-    for spec in specs:
-        active = sum(1 for config in configs if spec.is_active(config))
-        if active == 0:
-            continue
-        if limit is not None:
-            count = spec.count()
-            if count is None or len(configs) + active * (count - 1) > limit:
-                return None
-        values = spec.values()
-        expanded: list[dict[str, Any]] = []
-        for config in configs:
-            if spec.is_active(config):
-                expanded.extend({**config, spec.name: value} for value in values)
-            else:
-                expanded.append(config)
-        configs = expanded
-    return configs
 
 
 def list_configurations(space: Space, limit: int = MAX_LISTED) -> Configurations | None:

@@ -6,7 +6,7 @@ param, :func:`_encode` / :func:`_decode` turn a value into the value Optuna stor
 
 Optuna stores every param as its real value, so its dashboard and ``trials_dataframe()`` show a
 batch of 16, not an index: an ordinal param is a categorical over its choices in the storage. Its
-order reaches the sampler through :mod:`autotune.samplerview`, which shows the sampler each
+order reaches the sampler through :mod:`autotune.search.samplerview`, which shows the sampler each
 ordinal as the index of its choice. Studies made before that change stored an ordinal as the
 index itself (an ``IntDistribution``): ``as_index`` keeps suggesting them that way (Optuna refuses
 two distributions for one param name in a study), and :func:`_decode` reads each trial by its
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.distributions import BaseDistribution
 
-__all__ = ["ParamKind", "ParamSpec"]
+__all__ = ["ParamKind", "ParamSpec", "combinations"]
 
 ParamKind = Literal["categorical", "int", "float", "ordinal", "fixed"]
 
@@ -180,7 +180,7 @@ def _sampler_view(spec: ParamSpec, value: Any) -> tuple[BaseDistribution, Any] |
     """The distribution and value a sampler sees for a param ``spec`` contains (None for a fixed one).
 
     The distribution is the one :func:`_suggest` asks Optuna with, but an ordinal's is the index of
-    its choice, as :class:`autotune.samplerview.OrdinalView` shows it to the sampler.
+    its choice, as :class:`autotune.search.samplerview.OrdinalView` shows it to the sampler.
     """
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
@@ -196,3 +196,30 @@ def _sampler_view(spec: ParamSpec, value: Any) -> tuple[BaseDistribution, Any] |
     if spec.kind == "int":
         return IntDistribution(int(spec.low), int(spec.high), log=spec.log, step=int(spec.step or 1)), value
     return FloatDistribution(spec.low, spec.high, log=spec.log, step=spec.step), value
+
+
+def combinations(specs: Iterable[ParamSpec], limit: int | None = None) -> list[dict[str, Any]] | None:
+    """Every combination of the params' values (decoded), in declaration order, ``when`` respected.
+
+    Without ``limit``, a float range without a step raises AutotuneError (it has no finite set of
+    values). With it, such a range, or more than ``limit`` combinations, gives None, found before
+    the values are listed (an int range of a billion values costs nothing).
+    """
+    configs: list[dict[str, Any]] = [{}]
+    for spec in specs:
+        active = sum(1 for config in configs if spec.is_active(config))
+        if active == 0:
+            continue
+        if limit is not None:
+            count = spec.count()
+            if count is None or len(configs) + active * (count - 1) > limit:
+                return None
+        values = spec.values()
+        expanded: list[dict[str, Any]] = []
+        for config in configs:
+            if spec.is_active(config):
+                expanded.extend({**config, spec.name: value} for value in values)
+            else:
+                expanded.append(config)
+        configs = expanded
+    return configs

@@ -49,7 +49,8 @@ def _did_you_mean(name: Any, options: Iterable[str]) -> str:
 
 
 def _show_type(value: Any) -> str:
-    return {list: "a list", dict: "a mapping", str: f"the text {value!r}"}.get(type(value), repr(value))
+    names: dict[type, str] = {list: "a list", dict: "a mapping", str: f"the text {value!r}"}
+    return names.get(type(value), repr(value))
 
 
 def _check_keys(section: Mapping[Any, Any], allowed: Sequence[str], where: str, report: _Report) -> None:

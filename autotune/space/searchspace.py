@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
-from autotune.space.configurations import combinations
-from autotune.space.params import ParamSpec, _decode, _encode, _sampler_view, _suggest
+from autotune.space.params import ParamSpec, _decode, _encode, _sampler_view, _suggest, combinations
 from autotune.space.settings import (
     Budget,
     Device,
@@ -163,7 +162,7 @@ class Space:
 
         Each active param takes its value from ``params``, else its ``default`` (what a study that
         did not search it ran with); params outside this space are ignored. Returns the params and
-        distributions a sampler reads, ordinals as choice indices (:mod:`autotune.samplerview`), or
+        distributions a sampler reads, ordinals as choice indices (:mod:`autotune.search.samplerview`), or
         None where a value is not one this space's param can take, or a missing param has no default.
         """
         chosen: dict[str, Any] = {}

@@ -37,7 +37,7 @@ Device = Literal["cpu", "cuda", "auto"]
 
 DEVICES: tuple[Device, ...] = ("cpu", "cuda", "auto")
 DIRECTIONS: tuple[Direction, ...] = ("maximize", "minimize")
-SAMPLERS = ("auto", "tpe", "gp", "cmaes", "random", "grid")  # auto: see autotune.samplers
+SAMPLERS = ("auto", "tpe", "gp", "cmaes", "random", "grid")  # auto: see autotune.search.samplers
 # What a trial reports; constraints may also name others (kernel and replay workloads add theirs).
 METRICS = (
     "throughput", "step_ms_p50", "step_ms_p90", "step_cv", "peak_mem_gib", "compile_s",

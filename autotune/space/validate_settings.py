@@ -151,13 +151,13 @@ def _budget(data: Mapping[str, Any], report: _Report) -> Budget | None:
     if section is None:
         return None
     _check_keys(section, _BUDGET_KEYS, "budget", report)
-    trials = section.get("trials")
-    if trials is not None and (not isinstance(trials, int) or isinstance(trials, bool) or trials < 1):
-        report.add("budget.trials", f"{_quote(trials)} is not a whole number >= 1")
-        trials = _INVALID
+    raw = section.get("trials")
+    trials = raw if raw is None or (isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1) else _INVALID
+    if trials is _INVALID:
+        report.add("budget.trials", f"{_quote(raw)} is not a whole number >= 1")
     timeout = _duration(section.get("timeout"), "budget.timeout", report)
     trial_timeout = _duration(section.get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S), "budget.trial_timeout", report)
-    if _INVALID in (trials, timeout, trial_timeout):
+    if _INVALID in (trials, timeout, trial_timeout) or not (trials is None or isinstance(trials, int)):
         return None
     return Budget(trials, timeout, trial_timeout)
 

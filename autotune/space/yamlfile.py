@@ -57,6 +57,6 @@ def _read_yaml(path: Path, report: _Report) -> tuple[str, Any]:
         return text, None
     finally:
         loader.dispose()
-    for key, line in loader.duplicates:
-        report.add(f"line {line}", f"duplicate key {key!r} (YAML would keep only the last one)")
+    for key, number in loader.duplicates:
+        report.add(f"line {number}", f"duplicate key {key!r} (YAML would keep only the last one)")
     return text, data

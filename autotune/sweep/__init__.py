@@ -27,13 +27,15 @@ Where things live (and where to add what):
 - ``summary.py``: the sweep's summary, and the MLflow parent run completed.
 - ``fulldisk.py`` (with ``reserve.py`` and ``kept.py``): a full disk loses no measured trial and stops the
   sweep in one line; ``ending.py``: a worker ended by an exception ends its MLflow run and names a storage fault.
-- ``loop.py``: :class:`~autotune.sweep.loop.Sweep`, one worker wiring these together; :func:`run_sweep`.
+- ``loop.py``: :class:`~autotune.sweep.loop.Sweep`, one worker wiring these together.
+- ``run.py``: :func:`run_sweep`, the entry: one worker here, or one process per GPU (``gpus.py``, ``gpuworker.py``).
 """
 
 from __future__ import annotations
 
-from autotune.sweep.loop import Sweep, run_sweep
+from autotune.storage.rdb import open_storage
+from autotune.sweep.loop import Sweep
 from autotune.sweep.options import SweepOptions, SweepSummary
-from autotune.sweep.storage import open_storage
+from autotune.sweep.run import run_sweep
 
 __all__ = ["Sweep", "SweepOptions", "SweepSummary", "open_storage", "run_sweep"]

@@ -1,7 +1,7 @@
 """How much compiling can gain in this study: what lets a trial be pruned before it compiles.
 
 Every compiled trial of a sweep times a few eager steps of its own configuration before compiling
-(:mod:`autotune.eagerprobe`) and records them as ``eager_probe_throughput``; once it has compiled
+(:mod:`autotune.trial.eagerprobe`) and records them as ``eager_probe_throughput``; once it has compiled
 and warmed up, its throughput over that figure is what compiling gained for it. The bound a new
 trial is given is the largest such gain among the study's compiled trials, times a margin, and only
 once a few have said: until then nothing is pruned before compiling. A configuration whose eager

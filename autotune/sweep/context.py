@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import optuna
 
-from autotune.progress import Progress
 from autotune.records import StudyInfo, StudyRecords
 from autotune.space import Space
 from autotune.sweep.options import Executor, SweepOptions
+from autotune.views.progress import Progress
 
 if TYPE_CHECKING:
     from autotune.tracking import SweepTracker

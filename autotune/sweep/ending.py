@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from autotune.errors import AutotuneError, first_line
 from autotune.interrupts import Interrupted
-from autotune.storagefaults import FaultKind, StorageFaultError, find_fault
+from autotune.storage.faults import FaultKind, StorageFaultError, find_fault
 from autotune.sweep.context import SweepContext
 from autotune.sweep.fulldisk import RESUME
 

@@ -16,13 +16,13 @@ __all__ = ["replay_executor", "trial_executor"]
 def trial_executor(space: Space, options: SweepOptions) -> Executor:
     """Each call runs one trial job in a fresh process forked from a torch-preloaded server.
 
-    Trials compile into the study's own Inductor and Triton caches (:mod:`autotune.compilecache`), so a
+    Trials compile into the study's own Inductor and Triton caches (:mod:`autotune.trial.compilecache`), so a
     repeat or a re-measurement of a compiled configuration finds its kernels there.
     """
-    from autotune.compilecache import study_cache_dir
     from autotune.jobspec import TrialSpec
     from autotune.runner import TrialRunner
     from autotune.sweep.setup import study_name
+    from autotune.trial.compilecache import study_cache_dir
 
     runner = TrialRunner()
     device = options.device or space.device
@@ -46,8 +46,8 @@ def trial_executor(space: Space, options: SweepOptions) -> Executor:
 
 
 def replay_executor(path: Path) -> Executor:
-    """Each call answers from the records in ``path`` (see :mod:`autotune.replay`); nothing runs."""
-    from autotune.replay import ReplayRecords
+    """Each call answers from the records in ``path`` (see :mod:`autotune.search.replay`); nothing runs."""
+    from autotune.search.replay import ReplayRecords
 
     records = ReplayRecords.load(path)
     return lambda params, _timeout, _pruning: records.lookup(params)

@@ -26,11 +26,11 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.interrupts import Interrupted
 from autotune.records import TrialKind, TrialRecord, schema
 from autotune.space.settings import FinalistsSpec
+from autotune.storage.rdb import heartbeat, quiet_optuna, worker_id
 from autotune.sweep.context import SweepContext
 from autotune.sweep.proposals import Proposal
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.requeue import record_interrupted
-from autotune.sweep.storage import heartbeat, quiet_optuna, worker_id
 
 __all__ = ["Finalists"]
 

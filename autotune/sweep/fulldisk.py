@@ -8,7 +8,7 @@
   disk kept outside the study (:mod:`autotune.sweep.kept`) onto their trials, before orphans are retried;
 - :meth:`~GuardedRecorder.record`: a record that fails because the disk is full is written again, in
   the space the reserve gave back; where it fails again, the outcome is kept outside the study for the
-  resumed sweep. Either way the sweep stops: a :class:`~autotune.storagefaults.StorageFaultError` whose
+  resumed sweep. Either way the sweep stops: a :class:`~autotune.storage.faults.StorageFaultError` whose
   one line names the disk, says what is kept, and that re-running the same command resumes. A record
   that went through in the reserve's space (a heartbeat met the full disk first) stops it the same way:
   the next trial would measure into a disk that cannot take its record.
@@ -26,7 +26,7 @@ from autotune.errors import AutotuneError
 from autotune.records import TrialKind
 from autotune.records.trial import read_trial
 from autotune.results import TrialResult
-from autotune.storagefaults import FaultKind, StorageFault, StorageFaultError, find_fault, free_space, size_text
+from autotune.storage.faults import FaultKind, StorageFault, StorageFaultError, find_fault, free_space, size_text
 from autotune.sweep.context import SweepContext
 from autotune.sweep.kept import KeptMeasurement, keep, kept_measurements
 from autotune.sweep.proposals import Proposal

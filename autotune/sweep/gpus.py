@@ -39,15 +39,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from types import FrameType
-from typing import Any, cast
+from typing import cast
 
 from autotune.errors import AutotuneError
 from autotune.interrupts import STOP_SIGNALS, Interrupted
-from autotune.progress import Progress
 from autotune.space import Space
-from autotune.sweep.gpuworker import WorkerJob
+from autotune.sweep import workerevents as events
 from autotune.sweep.options import SweepOptions, SweepSummary
 from autotune.sweep.setup import prepare_study, trial_budget
+from autotune.views.progress import Progress
 
 __all__ = ["parse_gpus", "run_on_gpus", "worker_options"]
 
@@ -113,23 +113,24 @@ class _Worker:
     label: str  # "gpu 1": what its lines start with
     process: subprocess.Popen[bytes]
     conn: Connection
-    end: tuple[Any, ...] = ()  # its last word: ("done", summary, device failure), ("interrupted",), ...
+    end: events.Ending | None = None  # its last word (None: it ended without one, killed)
     ended_at: float = 0.0
 
     def outcome(self) -> tuple[SweepSummary | None, str | None]:
         """(its summary, None) when it finished; (None, why) when it was taken out or stopped on its own."""
-        kind = self.end[0] if self.end else None
-        if kind == "done":
-            summary, failure = self.end[1], self.end[2]
-            return (summary, None) if failure is None else (None, failure)
-        if kind == "interrupted":
-            return None, "stopped by a signal sent to it alone"
-        if kind == "bad_input":
-            raise AutotuneError(self.end[1])
-        if kind == "error":
-            if os.environ.get("AUTOTUNE_DEBUG"):
-                print(self.end[2], file=sys.stderr)
-            raise RuntimeError(f"worker {self.label} failed: {self.end[1]}")
+        match self.end:
+            case events.Done(summary, None):
+                return summary, None
+            case events.Done(_, failure):
+                return None, failure
+            case events.Stopped():
+                return None, "stopped by a signal sent to it alone"
+            case events.BadInput(line):
+                raise AutotuneError(line)
+            case events.Failed(line, trace):
+                if os.environ.get("AUTOTUNE_DEBUG"):
+                    print(trace, file=sys.stderr)
+                raise RuntimeError(f"worker {self.label} failed: {line}")
         return None, self.death()
 
     def death(self) -> str:
@@ -169,13 +170,13 @@ def run_on_gpus(space: Space, options: SweepOptions, progress: Progress) -> Swee
         for index, entry in enumerate(options.gpus):
             if orchestra.stop is not None:
                 break  # stopped while starting: start no more
-            job = WorkerJob(space, worker_options(options, space, index), entry, device_type)
+            job = events.WorkerJob(space, worker_options(options, space, index), entry, device_type)
             _start(orchestra, job, f"{kind} {entry}")
         _relay(orchestra.workers, progress)
         searchers = list(orchestra.workers)
         finisher = _finishing_entry(searchers, options.gpus) if orchestra.stop is None else None
         if finisher is not None:
-            job = WorkerJob(space, worker_options(options, space, 0), finisher, device_type, role="finish")
+            job = events.WorkerJob(space, worker_options(options, space, 0), finisher, device_type, role="finish")
             _start(orchestra, job, f"{kind} {finisher}")
             _relay(orchestra.workers[len(searchers) :], progress)
     progress.close()
@@ -187,7 +188,7 @@ def run_on_gpus(space: Space, options: SweepOptions, progress: Progress) -> Swee
 def _finishing_entry(searchers: list[_Worker], entries: tuple[str, ...]) -> str | None:
     """The GPU the finishing stages run on: the first whose worker finished its search; None if none did."""
     for worker, entry in zip(searchers, entries, strict=False):
-        if worker.end and worker.end[0] == "done" and worker.end[2] is None:
+        if isinstance(worker.end, events.Done) and worker.end.device_failure is None:
             return entry
     return None
 
@@ -209,7 +210,7 @@ def _signals_to(orchestra: _Orchestra) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def _start(orchestra: _Orchestra, job: WorkerJob, label: str) -> None:
+def _start(orchestra: _Orchestra, job: events.WorkerJob, label: str) -> None:
     """Start a worker in a process group of its own, stop signals held until it can handle them, and send its job."""
     ours, theirs = socket.socketpair()
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": job.entry, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # nvidia-smi's order
@@ -238,22 +239,22 @@ def _relay(workers: list[_Worker], progress: Progress) -> None:
                 del live[worker.conn]
                 worker.process.wait()
                 worker.conn.close()
-                if not worker.end:  # killed: the other workers fail and retry its trial (autotune.sweep.orphans)
+                if worker.end is None:  # killed: the other workers fail and retry its trial (autotune.sweep.orphans)
                     progress.message(f"taken out: {worker.death()}", source=worker.label)
                 continue
             _show(worker, event, progress)
 
 
-def _show(worker: _Worker, event: tuple[Any, ...], progress: Progress) -> None:
-    kind, *args = event
-    if kind == "message":
-        progress.message(args[0], source=worker.label)
-    elif kind == "started":
-        progress.started(args[0], source=worker.label)
-    elif kind == "finished":
-        progress.finished(*args, source=worker.label)
-    else:
-        worker.end, worker.ended_at = event, time.monotonic()
+def _show(worker: _Worker, event: events.WorkerEvent, progress: Progress) -> None:
+    match event:
+        case events.Said(line):
+            progress.message(line, source=worker.label)
+        case events.TrialStarted(label):
+            progress.started(label, source=worker.label)
+        case events.TrialFinished(label, outcome, seconds, measured, counts, best):
+            progress.finished(label, outcome, seconds, measured, counts, best, source=worker.label)
+        case _:
+            worker.end, worker.ended_at = event, time.monotonic()
 
 
 def _summary(searchers: list[_Worker], finishers: list[_Worker], wall_s: float) -> SweepSummary:

@@ -3,8 +3,8 @@
 It is started as ``python -m autotune.sweep.gpuworker FD`` with ``CUDA_VISIBLE_DEVICES`` naming its GPU
 and the stop signals blocked. It reads its :class:`WorkerJob` from the socket ``FD``, runs a
 :class:`~autotune.sweep.loop.Sweep` that checks the device before each trial, and sends back on the
-same socket its progress (:class:`ProgressRelay`) and how it ended: ``("done", summary, device
-failure)``, ``("interrupted",)``, ``("bad_input", line)`` or ``("error", line, traceback)``. Nothing it
+same socket its progress (:class:`ProgressRelay`) and how it ended, as the events of
+:mod:`autotune.sweep.workerevents`. Nothing it
 does is printed as a traceback: the orchestrator says what matters, once.
 """
 
@@ -16,32 +16,16 @@ import signal
 import sys
 import threading
 import traceback
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError, first_line
 from autotune.interrupts import STOP_SIGNALS, Interrupted, StopSignals
-from autotune.progress import Progress
 from autotune.records import Tally
-from autotune.space import Space
-from autotune.sweep.options import SweepOptions, SweepSummary
+from autotune.sweep import workerevents as events
+from autotune.sweep.options import SweepSummary
+from autotune.views.progress import Progress
 
-if TYPE_CHECKING:
-    from autotune.sweep.loop import Role
-
-__all__ = ["ProgressRelay", "WorkerJob", "main"]
-
-
-@dataclass(frozen=True)
-class WorkerJob:
-    """What one worker runs: the space, its own options (its seed), its device, and its part of the sweep."""
-
-    space: Space
-    options: SweepOptions
-    entry: str  # the --gpus entry: this process's CUDA_VISIBLE_DEVICES
-    device_type: str  # cuda, or cpu (CPU workers, as the tests run them)
-    role: Role = "search"  # search; or finish: the finishing stages, once every search worker has ended
+__all__ = ["ProgressRelay", "main"]
 
 
 class ProgressRelay(Progress):
@@ -52,24 +36,24 @@ class ProgressRelay(Progress):
         self._conn = conn
 
     def message(self, line: str, source: str = "") -> None:
-        self._send(("message", line))
+        self._send(events.Said(line))
 
     def started(self, label: str, source: str = "") -> None:
-        self._send(("started", label))
+        self._send(events.TrialStarted(label))
 
     def finished(
         self, label: str, outcome: str, seconds: float, measured: bool, counts: Tally, best: str, source: str = ""
     ) -> None:
-        self._send(("finished", label, outcome, seconds, measured, counts, best))
+        self._send(events.TrialFinished(label, outcome, seconds, measured, counts, best))
 
     def close(self) -> None:
         pass  # the orchestrator's display outlives its workers
 
-    def _send(self, event: tuple[Any, ...]) -> None:
+    def _send(self, event: events.WorkerEvent) -> None:
         send(self._conn, event)
 
 
-def send(conn: Connection, event: tuple[Any, ...]) -> None:
+def send(conn: Connection, event: events.WorkerEvent) -> None:
     """Send ``event`` to the orchestrator; an orchestrator that is gone hears nothing (see :func:`_stop_with`)."""
     with contextlib.suppress(OSError):
         conn.send(event)
@@ -85,21 +69,21 @@ def main() -> None:
     send(conn, end)
 
 
-def _run(conn: Connection) -> tuple[Any, ...]:
+def _run(conn: Connection) -> events.Ending:
     try:
-        job: WorkerJob = conn.recv()
+        job: events.WorkerJob = conn.recv()
         _stop_with(conn)
         summary, device_failure = _sweep(job, conn)
-        return ("done", summary, device_failure)
+        return events.Done(summary, device_failure)
     except Interrupted:
-        return ("interrupted",)
+        return events.Stopped()
     except AutotuneError as exc:
-        return ("bad_input", str(exc))
+        return events.BadInput(str(exc))
     except Exception as exc:
-        return ("error", f"{type(exc).__name__}: {first_line(exc)}", traceback.format_exc())
+        return events.Failed(f"{type(exc).__name__}: {first_line(exc)}", traceback.format_exc())
 
 
-def _sweep(job: WorkerJob, conn: Connection) -> tuple[SweepSummary, str | None]:
+def _sweep(job: events.WorkerJob, conn: Connection) -> tuple[SweepSummary, str | None]:
     import optuna
 
     from autotune.devicecheck import DeviceCheck

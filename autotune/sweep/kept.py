@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from autotune.atomicfile import write_atomically
-from autotune.compilecache import study_cache_dir
 from autotune.errors import AutotuneError
 from autotune.results import TrialResult
-from autotune.sqlitelock import sqlite_path
+from autotune.storage.sqlitelock import sqlite_path
+from autotune.trial.compilecache import study_cache_dir
 
 __all__ = ["KeptMeasurement", "keep", "kept_folders", "kept_measurements"]
 

@@ -31,7 +31,6 @@ every caller then acts as the holder of every lease.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -44,7 +43,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from autotune.errors import first_line
-from autotune.sweep.storage import GRACE_S, HEARTBEAT_S, is_dead_local_worker
+from autotune.storage.beats import beating
+from autotune.storage.rdb import GRACE_S, HEARTBEAT_S, is_dead_local_worker
 
 __all__ = ["FINISH", "LeaseTable", "held", "open_leases", "search_lease", "searching"]
 
@@ -215,24 +215,18 @@ def _let_go(free: Callable[[str, str], None], name: str, holder: str) -> None:
 @contextmanager
 def _renewed(table: LeaseTable, name: str, holder: str) -> Iterator[None]:
     """A thread renews the lease every ``HEARTBEAT_S`` while the body runs."""
-    stop = threading.Event()
 
-    def renew() -> None:
-        while not stop.wait(HEARTBEAT_S):
-            try:
-                if not table.renew(name, holder):
-                    log.warning("lease %r of %s was taken over: it was not renewed for %s s", name, holder, GRACE_S)
-                    return
-            except SQLAlchemyError as exc:  # a database hiccup: the next beat tries again
-                log.debug("lease renewal failed: %s", exc)
+    def renew() -> bool:
+        try:
+            if not table.renew(name, holder):
+                log.warning("lease %r of %s was taken over: it was not renewed for %s s", name, holder, GRACE_S)
+                return False
+        except SQLAlchemyError as exc:  # a database hiccup: the next beat tries again
+            log.debug("lease renewal failed: %s", exc)
+        return True
 
-    thread = threading.Thread(target=renew, daemon=True, name=f"autotune-lease-{name}")
-    thread.start()
-    try:
+    with beating(renew, HEARTBEAT_S, f"autotune-lease-{name}"):
         yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def _now(conn: Connection) -> float:

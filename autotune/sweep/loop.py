@@ -16,22 +16,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Literal
 
 import optuna
 from optuna.trial import TrialState
 
 from autotune.interrupts import Interrupted, StopSignals
 from autotune.jobspec import Pruning
-from autotune.progress import Progress, winner_text
 from autotune.records import StudyRecords, TrialKind, TrialRecord
 from autotune.results import TrialResult
 from autotune.space import Space
-from autotune.studyio import redact_url
+from autotune.storage.rdb import close_storage, heartbeat, quiet_optuna, worker_id
+from autotune.storage.studies import redact_url
 from autotune.sweep.compilegain import compile_gain_bound
 from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.ending import sweep_ended
-from autotune.sweep.executors import replay_executor, trial_executor
 from autotune.sweep.finishing import Finishing, pause
 from autotune.sweep.fulldisk import GuardedRecorder
 from autotune.sweep.lease import open_leases
@@ -43,12 +41,12 @@ from autotune.sweep.recorder import Recorder
 from autotune.sweep.remeasure import Remeasure
 from autotune.sweep.requeue import record_interrupted
 from autotune.sweep.setup import enqueue_first_trials, open_study, study_info, trial_budget
-from autotune.sweep.storage import close_storage, heartbeat, quiet_optuna, worker_id
 from autotune.sweep.summary import summarize
+from autotune.sweep.workerevents import Role
+from autotune.views.progress import Progress, winner_text
 
-__all__ = ["MAX_SKIPS_IN_A_ROW", "Role", "Sweep", "run_sweep"]
+__all__ = ["MAX_SKIPS_IN_A_ROW", "Sweep"]
 
-Role = Literal["all", "search", "finish"]  # what a worker does: search, run the finishing stages, or both
 # Proposals in a row that need no run (duplicates, rejected): the space is taken as exhausted. A space that can be
 # listed ends sooner, when every configuration is measured (Proposer.exhausted); this is for the others.
 MAX_SKIPS_IN_A_ROW = 100
@@ -328,25 +326,3 @@ def _outcome(proposal: Proposal, record: TrialRecord, result: TrialResult, metri
     if record.metrics.get("gpu_other_processes"):
         outcome += " (WARNING: other processes used the GPU while it was timed: not trustworthy)"
     return "".join([outcome, *(f" (WARNING: {warning})" for warning in result.warnings)])
-
-
-def run_sweep(
-    space: Space,
-    options: SweepOptions,
-    progress: Progress | None = None,
-    sampler: optuna.samplers.BaseSampler | None = None,
-) -> SweepSummary:
-    """Run (or resume) the sweep of ``space`` until its budget, its time limit or exhaustion.
-
-    ``sampler`` overrides the space's (the search benchmark compares samplers this way). With
-    ``options.gpus``, one worker process per GPU runs the sweep (:mod:`autotune.sweep.gpus`).
-    """
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress lines say what matters
-    if options.gpus:
-        if sampler is not None:
-            raise ValueError("a sampler object cannot reach --gpus workers (other processes): name it in the space")
-        from autotune.sweep.gpus import run_on_gpus
-
-        return run_on_gpus(space, options, progress or Progress(None, None))
-    executor = replay_executor(options.replay) if options.replay else trial_executor(space, options)
-    return Sweep(space, options, executor, progress or Progress(None, None), sampler).run()

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune import studyio
 from autotune.errors import AutotuneError
 from autotune.jobspec import Pruning
 from autotune.records import Tally, TimeShares
 from autotune.results import TrialResult
+from autotune.storage import studies as studyio
 
 __all__ = ["DEFAULT_TRIALS", "Executor", "SweepOptions", "SweepSummary"]
 
@@ -41,7 +41,7 @@ class SweepOptions:
     profile_steps: int = 0  # at the end, profile the default and the winner over this many steps; 0: don't
     # One worker process per entry, each pinned to that GPU (CUDA_VISIBLE_DEVICES): nvidia-smi indices or UUIDs.
     gpus: tuple[str, ...] = ()
-    # Another study of the same storage whose measured trials the sampler starts from (autotune.evidence).
+    # Another study of the same storage whose measured trials the sampler starts from (autotune.search.evidence).
     warm_start: str | None = None
 
     def __post_init__(self) -> None:

@@ -1,11 +1,11 @@
 """Trials whose worker is gone: failed, and their configurations queued again for the workers that remain.
 
 A worker of this host that died (SIGKILL, the OOM killer, a killed sweep) is known at once by its pid
-(:func:`~autotune.sweep.storage.is_dead_local_worker`), so every worker looks at the running trials at
+(:func:`~autotune.storage.rdb.is_dead_local_worker`), so every worker looks at the running trials at
 every stop check, and while it waits: a ``kill(pid, 0)`` per running trial, no storage read. A worker on
 another host is known by its heartbeats, ``GRACE_S`` after its last (Optuna's stale-trial check, run
 once per ``HEARTBEAT_S``). Either way the trial is failed and a WAITING copy of it queued
-(:class:`~autotune.sweep.storage.RetryStaleTrial`, at most ``MAX_RETRIES`` times for one configuration),
+(:class:`~autotune.storage.rdb.RetryStaleTrial`, at most ``MAX_RETRIES`` times for one configuration),
 which the next ask of any worker runs.
 
 Several workers may see one orphan at the same moment. Each first claims it in the study's lease table
@@ -22,10 +22,10 @@ from collections.abc import Iterable
 import optuna
 from optuna.storages import RDBStorage
 
-from autotune.progress import Progress
 from autotune.records import TrialRecord
+from autotune.storage.rdb import HEARTBEAT_S, MAX_RETRIES, RetryStaleTrial, is_dead_local_worker, quiet_optuna
 from autotune.sweep.lease import LeaseTable
-from autotune.sweep.storage import HEARTBEAT_S, MAX_RETRIES, RetryStaleTrial, is_dead_local_worker, quiet_optuna
+from autotune.views.progress import Progress
 
 __all__ = ["OrphanWatch", "fail_stale_trials"]
 

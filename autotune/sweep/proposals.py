@@ -21,8 +21,8 @@ from optuna.trial import Trial, TrialState
 from autotune.records import StudyRecords, TrialKind, TrialRecord, schema
 from autotune.results import Status, TrialResult
 from autotune.space import Space
+from autotune.storage.rdb import quiet_optuna
 from autotune.sweep.coverage import Coverage
-from autotune.sweep.storage import quiet_optuna
 
 __all__ = ["Proposal", "Proposer"]
 

@@ -26,8 +26,8 @@ from autotune.records import StudyRecords, TrialKind, TrialRecord, schema
 from autotune.records.trial import read_trial
 from autotune.results import Status, TrialResult
 from autotune.space import Space
+from autotune.storage.rdb import quiet_optuna
 from autotune.sweep.proposals import Proposal
-from autotune.sweep.storage import quiet_optuna
 
 if TYPE_CHECKING:
     from autotune.tracking import SweepTracker

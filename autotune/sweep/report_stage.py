@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from autotune.errors import AutotuneError
-from autotune.studyio import redact_url
+from autotune.storage.studies import redact_url
 from autotune.sweep.context import SweepContext
 
 if TYPE_CHECKING:

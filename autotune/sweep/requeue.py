@@ -1,7 +1,7 @@
 """An interrupted trial: recorded as such, and its configuration queued to run first when the sweep resumes.
 
 A trial stopped by Ctrl-C or SIGTERM says nothing about its configuration. It is told to Optuna as
-FAIL (Optuna has no other finished state for it) with ``autotune.status`` ``interrupted`` and a reason,
+FAIL (Optuna has no other finished state for it) with ``autotune.views.status`` ``interrupted`` and a reason,
 and without a result or a kind, so it is not a measured trial: it does not count in the budget, and
 the samplers learn nothing from it. A copy of it is queued (WAITING, as Optuna's retry of a stale
 trial is), so the next ask of any worker, the resumed sweep's first, measures that configuration.
@@ -16,7 +16,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from autotune.records import schema
 from autotune.records.trial import is_default
-from autotune.sweep.storage import quiet_optuna
+from autotune.storage.rdb import quiet_optuna
 
 __all__ = ["record_interrupted"]
 

@@ -31,9 +31,9 @@ from pathlib import Path
 import sqlalchemy
 from sqlalchemy.engine import ExceptionContext
 
-from autotune.compilecache import study_cache_dir
-from autotune.sqlitelock import sqlite_path
-from autotune.storagefaults import FaultKind, find_fault
+from autotune.storage.faults import FaultKind, find_fault
+from autotune.storage.sqlitelock import sqlite_path
+from autotune.trial.compilecache import study_cache_dir
 
 __all__ = ["RESERVE_BYTES", "RESERVE_PREFIX", "DiskReserve"]
 

@@ -8,16 +8,16 @@ from typing import NamedTuple
 import optuna
 
 from autotune.errors import AutotuneError
-from autotune.evidence import Evidence, load_evidence
-from autotune.progress import Progress
 from autotune.records import StudyRecords, schema
 from autotune.records.schema import StudyInfo
-from autotune.samplers import make_sampler
-from autotune.samplerview import OrdinalView
+from autotune.search.evidence import Evidence, load_evidence
+from autotune.search.samplers import make_sampler
+from autotune.search.samplerview import OrdinalView
 from autotune.space import Space
+from autotune.storage.rdb import close_storage, open_storage, quiet_optuna
 from autotune.sweep.coverage import Coverage
 from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions
-from autotune.sweep.storage import close_storage, open_storage, quiet_optuna
+from autotune.views.progress import Progress
 
 __all__ = [
     "OpenStudy",
@@ -65,7 +65,7 @@ def open_study(
     """Create the study, or load it to resume; a study made for another workload is bad input.
 
     The sampler (``sampler``, else the space's) reads the study through an
-    :class:`~autotune.samplerview.OrdinalView`, with the evidence of ``--warm-start`` if any (a
+    :class:`~autotune.search.samplerview.OrdinalView`, with the evidence of ``--warm-start`` if any (a
     resumed study keeps the warm start it recorded); ``progress`` gets the line saying so.
     """
     name = study_name(space, options)

@@ -14,16 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from autotune.records import StudyRecords, schema
+from autotune.storage.studies import DEFAULT_STORAGE, redact_url
 from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepSummary
 
-__all__ = ["summarize", "winner_attr"]
+__all__ = ["summarize", "summary_text", "winner_attr"]
 
 
 def summarize(ctx: SweepContext, stop_reason: str, wall_s: float) -> SweepSummary:
     """What the sweep found, from the whole study (every worker's trials and re-measurements); mirrored to
     the study's ``autotune.winner`` attribute and to MLflow."""
-    from autotune.leaderboard import render, rows
+    from autotune.views.leaderboard import render, rows
 
     records = ctx.records
     records.reread_remeasurements()  # every worker's, however they were shared out
@@ -101,7 +102,7 @@ def _summary_metrics(summary: SweepSummary, winner: Any) -> dict[str, float]:
 
 def _summary_artifacts(ctx: SweepContext, table: list[Any]) -> dict[str, str]:
     from autotune.export import export
-    from autotune.leaderboard import render
+    from autotune.views.leaderboard import render
 
     artifacts = {"leaderboard.csv": render(table, ctx.info, "csv", None)}
     if ctx.records.winner is not None:
@@ -110,3 +111,33 @@ def _summary_artifacts(ctx: SweepContext, table: list[Any]) -> dict[str, str]:
             export(ctx.study, ctx.info, path, storage=ctx.options.storage, records=ctx.records)  # redacts it
             artifacts["best_config.yaml"] = path.read_text()
     return artifacts
+
+
+def _outcomes(summary: SweepSummary) -> str:
+    tally = summary.tally
+    infeasible = f" ({tally.infeasible} broke a constraint)" if tally.infeasible else ""
+    pruned = f", {tally.pruned} pruned" if tally.pruned else ""
+    return f"{tally.ok} ok{infeasible}{pruned}, {tally.failed} failed"
+
+
+def summary_text(summary: SweepSummary, storage: str) -> str:
+    """The last lines of a sweep: why it stopped, the winner, the leaderboard, what to run next."""
+    lines = [
+        f"sweep {summary.study_name}: {summary.stop_reason} in {summary.wall_s / 60:.1f} min; "
+        f"{summary.measured} measured ({_outcomes(summary)}), {summary.skipped} not run (duplicates, rejected)",
+    ]
+    if summary.best_trial is not None and summary.best_value is not None:
+        speedup = f", {summary.speedup:.2f}x the PyTorch defaults" if summary.speedup else ""
+        lines.append(f"best: trial {summary.best_trial} ({summary.best_value:,.6g}, {summary.best_value_is}{speedup})")
+    if summary.faster_infeasible:
+        lines.append(f"{summary.faster_infeasible} trial(s) measured faster but broke a constraint: they do not rank")
+    if economy := summary.time.line():
+        lines.append(economy)
+    if summary.to_within_2pct is not None:
+        seconds, trials = summary.to_within_2pct
+        lines.append(f"within 2% of the winner after {seconds / 60:.1f} min of trial time ({trials} measured trials)")
+    store = "" if storage == DEFAULT_STORAGE else f" --storage '{redact_url(storage)}'"
+    lines += ["", summary.leaderboard]
+    if storage != "memory":  # an in-memory study is gone when the sweep ends
+        lines += ["", f"next: autotune export --study {summary.study_name}{store} -o tuned.yaml"]
+    return "\n".join(lines)

@@ -100,7 +100,7 @@ def _faster_infeasible(records: StudyRecords) -> str:
 
 
 def _changes(default: TrialRecord, winner: TrialRecord) -> str:
-    ours, theirs = winner.params, default.params
+    ours, theirs = winner.ran_with, default.ran_with
     changed = [f"`{key}` {theirs.get(key, '-')} → **{new}**" for key, new in ours.items() if theirs.get(key) != new]
     return "Changed from the defaults: " + (", ".join(changed) if changed else "nothing (the same params)") + "."
 

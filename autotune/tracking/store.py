@@ -18,8 +18,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient, get_tracking_uri
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune.sqlitelock import first_open_lock
-from autotune.storagefaults import find_fault
+from autotune.storage.faults import find_fault
+from autotune.storage.sqlitelock import first_open_lock
 
 __all__ = ["HTTP_ENV_DEFAULTS", "GuardedStore", "resolve_tracking_uri"]
 

@@ -88,7 +88,7 @@ class TrialBatch:
         return cls(
             number=record.number,
             run_name=trial_run_name(record.number, record.params),
-            params=[Param(str(key), clip(str(value), MAX_PARAM_LEN)) for key, value in record.params.items()],
+            params=[Param(str(key), clip(str(value), MAX_PARAM_LEN)) for key, value in record.ran_with.items()],
             metrics=finite_metrics(_metrics(record, speedup)),
             tags=[RunTag(key, clip(value, MAX_TAG_LEN)) for key, value in tags.items()],
             run_status="FINISHED" if record.ok or record.pruned else "FAILED",

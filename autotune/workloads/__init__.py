@@ -92,10 +92,7 @@ without one, the check is that the loss is finite. Example, gradient accumulatio
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -104,6 +101,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset
 
 from autotune.errors import AutotuneError
+from autotune.usermodules import import_user_module
 
 __all__ = [
     "BUILTIN",
@@ -112,7 +110,6 @@ __all__ = [
     "Workload",
     "build",
     "coerce_param",
-    "import_user_module",
     "resolve",
     "workload_params",
 ]
@@ -187,13 +184,6 @@ def resolve(name: str) -> Callable[..., Any]:
     if not callable(func):
         raise AutotuneError(f"workload {name!r}: {module_name!r} has no function {func_name!r}")
     return func
-
-
-def import_user_module(name: str) -> Any:
-    """Import a user's module (workload or kernel) as ``python -m`` would: modules next to the command first."""
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    return importlib.import_module(name)
 
 
 def workload_params(func: Callable[..., Any]) -> dict[str, Any]:

@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from autotune.export import export
-from autotune.progress import Progress
 from autotune.records import schema
 from autotune.space import SpaceError, load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.views.progress import Progress
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent

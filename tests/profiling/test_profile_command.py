@@ -18,14 +18,14 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from autotune.leaderboard import leaderboard
 from autotune.profiling import DEFAULT_STEPS, profile_study, space_of
 from autotune.profiling.table import WIDTH
-from autotune.progress import Progress
 from autotune.records import load_study_info
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.tracking import SweepTracker
+from autotune.views.leaderboard import leaderboard
+from autotune.views.progress import Progress
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from test_leaderboard import add_trial, failed, make_info, make_study, ok_result
+from recorded_studies import add_trial, failed, make_info, make_study, ok_result
 
 from autotune.errors import AutotuneError
 from autotune.profiling.study import pick_trials, space_of

@@ -10,11 +10,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 from report_studies import make_info, synthetic_study
 
-from autotune.progress import Progress
 from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepOptions
 from autotune.sweep.report_stage import Report, report_path
 from autotune.tracking import SweepTracker
+from autotune.views.progress import Progress
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

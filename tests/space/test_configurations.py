@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotune.space import ParamSpec, Space, list_configurations, load_space
-from autotune.space.configurations import combinations
+from autotune.space.params import combinations
 
 
 def space(tmp_path: Path, params: str, extra: str = "") -> Space:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import optuna
 
+from autotune.storage.rdb import open_storage, worker_id
 from autotune.sweep.lease import FINISH, open_leases
-from autotune.sweep.storage import open_storage, worker_id
 
 
 def main() -> None:

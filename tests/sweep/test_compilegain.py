@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from autotune.jobspec import Pruning
-from autotune.progress import Progress
 from autotune.results import Status, TrialResult
 from autotune.space import load_space
 from autotune.sweep import SweepOptions
 from autotune.sweep.compilegain import GAIN_MARGIN, MIN_EVIDENCE, compile_gain_bound
 from autotune.sweep.loop import Sweep
+from autotune.views.progress import Progress
 
 
 def _result(mode: str, eager: float, compiled: float, status: Status = Status.OK, **extra: float) -> TrialResult:

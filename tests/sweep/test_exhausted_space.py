@@ -22,12 +22,12 @@ from study_records import measured_records
 from sweep_processes import load_study, run, sweep_args
 
 from autotune.jobspec import Pruning
-from autotune.progress import Progress
 from autotune.records import TrialKind, schema
 from autotune.results import Status, TrialResult
-from autotune.samplers import DelegatingSampler, make_sampler
+from autotune.search.samplers import DelegatingSampler, make_sampler
 from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions, SweepSummary, run_sweep
+from autotune.views.progress import Progress
 
 THREE = """\
 workload: {name: "trial_workloads:tiny_mlp", preset: tiny}

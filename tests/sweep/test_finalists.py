@@ -10,13 +10,13 @@ import optuna
 import yaml
 from finalist_workloads import WATCHED
 
-from autotune import report
 from autotune.export import export
-from autotune.leaderboard import leaderboard
-from autotune.progress import Progress
 from autotune.records import TrialKind, schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.sweep.summary import summary_text
+from autotune.views.leaderboard import leaderboard
+from autotune.views.progress import Progress
 
 OPTIONS = {"coordinate_descent_tuning": True, "epilogue_fusion": False}
 SPACE = """\
@@ -44,7 +44,7 @@ def sweep(
     log = tmp_path / "progress.log"
     with log.open("a") as stream:
         summary = run_sweep(load_space(space), options, Progress(None, None, stream))
-    text = log.read_text() + report.sweep_summary(summary, storage)
+    text = log.read_text() + summary_text(summary, storage)
     return optuna.load_study(study_name="witness", storage=storage), text
 
 

@@ -24,7 +24,7 @@ from study_records import measured_records
 from sweep_processes import is_gone, load_study, start, wait_for_files, write_space
 
 from autotune.records import schema
-from autotune.sweep.storage import GRACE_S
+from autotune.storage.rdb import GRACE_S
 
 BUDGET = 6
 TOP = 3

@@ -22,12 +22,12 @@ from trial_workloads import LOCKSTEP_SPACE, lockstep_records
 
 from autotune.devicecheck import DeviceLock, probe
 from autotune.errors import AutotuneError
-from autotune.progress import Progress
 from autotune.records import TrialKind, schema
 from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions
 from autotune.sweep.executors import replay_executor
 from autotune.sweep.gpus import parse_gpus, worker_options
+from autotune.views.progress import Progress
 
 BUDGET = 4
 

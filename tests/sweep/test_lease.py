@@ -15,8 +15,8 @@ from pathlib import Path
 import optuna
 import pytest
 
+from autotune.storage.rdb import close_storage, open_storage
 from autotune.sweep.lease import FINISH, LeaseTable, held, open_leases, searching
-from autotune.sweep.storage import close_storage, open_storage
 
 HERE = Path(__file__).resolve().parent
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"

@@ -13,12 +13,12 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from autotune.leaderboard import leaderboard
 from autotune.profiling import DEFAULT_STEPS
-from autotune.progress import Progress
 from autotune.records import load_study_info, schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.views.leaderboard import leaderboard
+from autotune.views.progress import Progress
 
 SPACE = """\
 workload: {name: resnet50, preset: tiny}

@@ -8,8 +8,8 @@ import optuna
 
 from autotune.records import StudyRecords, TrialKind
 from autotune.space import load_space
+from autotune.storage.rdb import open_storage
 from autotune.sweep.proposals import Proposer
-from autotune.sweep.storage import open_storage
 
 SPACE = """\
 workload: {name: triton_matmul, preset: full}

@@ -10,8 +10,8 @@ import pytest
 from optuna.exceptions import StorageInternalError
 from tmpfs import fill, mounted_tmpfs
 
+from autotune.storage.rdb import close_storage, open_storage
 from autotune.sweep.reserve import RESERVE_BYTES, RESERVE_PREFIX, DiskReserve
-from autotune.sweep.storage import close_storage, open_storage
 
 
 def test_a_reserve_lives_beside_a_sqlite_study_only(tmp_path: Path) -> None:

@@ -30,10 +30,10 @@ from sweep_processes import (
 )
 
 from autotune.interrupts import Interrupted, StopSignals
-from autotune.progress import Progress
 from autotune.records import schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.views.progress import Progress
 
 BUDGET = 3
 

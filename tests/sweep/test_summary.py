@@ -8,12 +8,12 @@ import optuna
 from study_records import measured_records
 from trial_workloads import outlier_space
 
-from autotune import report
 from autotune.records.timeshares import OutcomeTime, TimeShares
 from autotune.results import Status
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.options import SweepSummary
+from autotune.sweep.summary import summary_text
 
 
 def test_summary_shows_the_time_in_pruned_trials(tmp_path: Path) -> None:
@@ -33,7 +33,7 @@ def test_summary_shows_the_time_in_pruned_trials(tmp_path: Path) -> None:
     # These trials run eagerly: their warm-up above the steady step is not compile time.
     assert summary.compile_s == sum(t.compile_s for t in trials.values()) == 0
     share = f"in trials that ended pruned {summary.pruned_s / 60:.1f} min ({summary.pruned_s / summary.trial_s:.0%})"
-    assert share in report.sweep_summary(summary, storage)
+    assert share in summary_text(summary, storage)
 
 
 def test_economy_line_shares_of_trial_time() -> None:

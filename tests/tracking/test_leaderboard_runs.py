@@ -174,7 +174,7 @@ def test_infeasible_trials_are_marked_and_never_rank_above_the_winner(sqlite_uri
     sweep.finish()
     runs = trial_runs(sqlite_uri, parent_id)
     assert runs[1].data.tags["autotune.feasible"] == "false" and runs[1].data.tags["autotune.outcome"] == "infeasible"
-    assert runs[1].data.tags["autotune.status"] == "ok"  # the trial ran fine: the constraint is what it broke
+    assert runs[1].data.tags["autotune.views.status"] == "ok"  # the trial ran fine: the constraint is what it broke
     assert speedups(sqlite_uri, parent_id) == {0: 1.0, 1: None, 2: 1.5}  # sorted by speedup, it comes last
     ordered = MlflowClient(sqlite_uri).search_runs(
         [runs[0].info.experiment_id],

@@ -24,9 +24,9 @@ import pytest
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from autotune.leaderboard import leaderboard
 from autotune.records import load_study_info
 from autotune.tracking.ui import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+from autotune.views.leaderboard import leaderboard
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"

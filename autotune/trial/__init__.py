@@ -1,0 +1,17 @@
+"""Everything that runs inside a trial's process: build the workload, apply the knobs, warm up, time, check the
+numerics, profile; one :class:`~autotune.results.TrialResult` out.
+
+Its interface with the parent is :mod:`autotune.jobspec` (what to run, in) and :mod:`autotune.results` (what
+happened, out); the parent's side of a trial is :mod:`autotune.runner`. It may import the knobs, the workloads,
+the data path and the kernels, never optuna, mlflow, the sweep or the views
+(``tests/trial/test_trial_imports.py`` checks), so a trial job stays testable alone and
+``autotune trial`` reuses it.
+
+- ``job``: the entry (:func:`~autotune.trial.job.run_trial`): a spec in, a result out, failures classified.
+- ``training``: measuring a training step; ``trainstep``: the step itself; ``warmup``: warming up until it
+  settles; ``measure``: timing and telemetry; ``numerics``: the loss guard; ``eagerprobe``: a compiled trial's
+  eager twin, timed before it compiles.
+- ``failures``: an exception -> a failure class. ``compilecache``: the study's Inductor/Triton cache folder.
+- ``profiler``: torch.profiler over a few steps; ``profile_breakdown`` and ``kernel_categories``: its events
+  -> ms per step by category.
+"""

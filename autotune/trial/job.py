@@ -1,0 +1,147 @@
+"""The trial job: build a workload, apply the knobs, warm up, time the training step, check numerics.
+
+It runs inside the isolated trial process (see :mod:`autotune.runner`), knows nothing of Optuna
+or MLflow, and turns every failure into a :class:`TrialResult` value (:func:`classify`). This
+module checks the spec, builds the workload with its knobs and hands it on: a training workload to
+:mod:`autotune.trial.training` (its batches from :mod:`autotune.data`, its step from
+:mod:`autotune.trial.trainstep`, the numerics guard in :mod:`autotune.trial.numerics`, warm-up in
+:mod:`autotune.trial.warmup`), a kernel workload to its own ``run``.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autotune import knobs as knobs_mod
+from autotune import workloads
+from autotune.errors import AutotuneError, NumericsError
+from autotune.jobspec import TrialSpec
+from autotune.kernels.pinning import TrialPins
+from autotune.results import Status, TrialResult
+from autotune.trial import compilecache
+from autotune.trial.failures import classify
+from autotune.trial.measure import env_fingerprint
+from autotune.trial.training import TrainingTrial, measure_training, overhead
+
+__all__ = ["NumericsError", "check_spec", "classify", "resolve_device", "run_trial", "split_params"]
+
+# Inductor's advice to turn TF32 on, printed by every compiled fp32 trial: those trials leave it off on purpose.
+_TF32_HINT = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
+
+
+def split_params(params: dict[str, Any], build: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split trial params into knobs and the workload's own tunable parameters."""
+    accepted = workloads.workload_params(build)
+    knob_params, workload_params = {}, {}
+    for name, value in params.items():
+        if name in knobs_mod.KNOB_SPECS:
+            knob_params[name] = value
+        elif name in accepted:
+            workload_params[name] = workloads.coerce_param(name, value, accepted[name])
+        else:
+            options = ", ".join([*knobs_mod.KNOB_SPECS, *accepted])
+            raise AutotuneError(f"unknown parameter {name!r}; this workload takes: {options}")
+    return knob_params, workload_params
+
+
+def check_spec(spec: TrialSpec) -> None:
+    """Raise :class:`AutotuneError` for bad input, before any trial process is started."""
+    build = workloads.resolve(spec.workload)
+    if spec.workload in workloads.BUILTIN and spec.preset not in workloads.PRESETS:
+        raise AutotuneError(f"preset {spec.preset!r} is not valid: expected one of {', '.join(workloads.PRESETS)}")
+    knob_params, _ = split_params(spec.params, build)
+    knobs_mod.Knobs.from_params(knob_params)
+    resolve_device(spec.device)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` is CUDA when present, else CPU; asking for CUDA without a GPU is bad input."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise AutotuneError(f"device {name!r} is not valid: expected auto, cpu, cuda or cuda:N") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise AutotuneError("device cuda asked for, but no CUDA GPU is visible")
+    return device
+
+
+def _apply_memory_cap(cap_gib: float | None, device: torch.device) -> None:
+    """Make allocations past ``cap_gib`` fail for real, as on a device with that much memory."""
+    if cap_gib is None:
+        return
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_gib * 2**30 / total), device)
+        return
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    limit = mapped + int(cap_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+
+def _measure_kernel(
+    kernel: workloads.KernelJob, device: torch.device, started: float, requested_at: float
+) -> TrialResult:
+    """A kernel workload: it checks its output against torch and times itself (do_bench, L2 flushed)."""
+    setup_s = time.time() - started
+    metrics = {**kernel.run(device), **overhead(started, requested_at, setup_s)}
+    return TrialResult(Status.OK, None, dict(kernel.params), metrics, env_fingerprint(device))
+
+
+def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> TrialResult:
+    """Pin the listed kernels (before the workload is built: they may launch while it is), then measure."""
+    started = time.time()
+    if spec.compile_cache_dir is not None:  # before anything compiles: a model, or a kernel workload's Triton
+        compilecache.use(spec.compile_cache_dir)
+    pins = TrialPins.pin_all(spec.kernels, spec.params)
+    result = _measure_pinned(spec, device, started, requested_at, pins.params)
+    result.kernels, pin_warnings = pins.record()
+    result.warnings = [*pin_warnings, *result.warnings]
+    return result
+
+
+def _measure_pinned(
+    spec: TrialSpec, device: torch.device, started: float, requested_at: float, kernel_params: dict[str, Any]
+) -> TrialResult:
+    settings = spec.measure.for_device(device.type)
+    build = workloads.resolve(spec.workload)
+    plain = {name: value for name, value in spec.params.items() if name not in kernel_params}
+    knob_params, workload_params = split_params(plain, build)
+    knobs = knobs_mod.Knobs.from_params(knob_params)
+    params = {**knobs.to_params(), **workload_params, **kernel_params}
+    knobs.check_combination(device.type)
+    if knobs.precision in ("default", "fp32"):
+        warnings.filterwarnings("ignore", message=_TF32_HINT)  # this process runs this one trial only
+    torch.manual_seed(spec.seed)
+    workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)
+    if not isinstance(workload, workloads.Workload):
+        return _measure_kernel(workload, device, started, requested_at)
+    batch_size = knobs.batch_size or workload.default_batch_size
+    params["batch_size"] = batch_size
+    return measure_training(
+        TrainingTrial(spec, device, settings, knobs, params, workload, batch_size, started, requested_at)
+    )
+
+
+def run_trial(spec: TrialSpec, requested_at: float | None = None) -> TrialResult:
+    """Run one trial in this process and return its result; trial failures never raise.
+
+    ``requested_at`` (a ``time.time()`` stamp from the parent) lets start-up cost count in ``overhead_s``.
+    """
+    requested_at = time.time() if requested_at is None else requested_at
+    try:
+        device = resolve_device(spec.device)
+        _apply_memory_cap(spec.memory_cap_gib, device)
+        return _measure(spec, device, requested_at)
+    except Exception as exc:
+        status, reason = classify(exc)
+        return TrialResult.failed(status, reason, spec.params)

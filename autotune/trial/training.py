@@ -1,0 +1,295 @@
+"""Measuring a training workload: its batches, its step, warm-up, the timed window, the metrics.
+
+Two sources of batches: ``make_batch`` batches made on the device before timing (the model-only
+measurement, rotated), or the workload's dataset through the ``DataLoader`` and copy that the data
+knobs describe, each step timed waiting for its batch (``data_wait_ms_p50``, ``data_wait_frac``).
+
+Throughput is items over the median step time for synthetic batches (robust to a stray slow step),
+but over the mean step time behind a loader: there step times take turns (two workers' batches
+arrive together, the next step waits for both to make more; measured on a CPU: 16 ms, 2 ms, 16 ms
+...), and the median picks one of the two modes instead of the rate the loop runs at.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from autotune import knobs as knobs_mod
+from autotune import workloads
+from autotune.data import LoaderBatches, SyntheticBatches, build_loader, data_noops, wait_metrics
+from autotune.errors import AutotuneError, first_line
+from autotune.jobspec import MeasureSettings, TrialSpec
+from autotune.results import Status, TrialResult
+from autotune.trial.eagerprobe import cannot_win, eager_twin_throughput
+from autotune.trial.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
+from autotune.trial.numerics import check_first_loss, check_losses, reference_loss
+from autotune.trial.trainstep import TrainStep, prepare_pair
+from autotune.trial.warmup import compile_seconds, settled_ms, timed_step_count, warm_up
+
+__all__ = ["TrainingTrial", "measure_training", "overhead"]
+
+
+def _check_random(batch: Any) -> None:
+    """Timing on zeros flatters kernels and hides bugs: refuse all-zero synthetic inputs."""
+    tensors = [t for t in (batch if isinstance(batch, tuple | list) else [batch]) if isinstance(t, torch.Tensor)]
+    if tensors and tensors[0].is_floating_point() and not tensors[0].any():
+        raise AutotuneError("the workload's make_batch returned all-zero inputs; use random data")
+
+
+@dataclass
+class TrainingTrial:
+    """One training trial, its workload built: what every stage of its measurement needs."""
+
+    spec: TrialSpec
+    device: torch.device
+    settings: MeasureSettings
+    knobs: knobs_mod.Knobs
+    params: dict[str, Any]
+    workload: workloads.Workload
+    batch_size: int
+    started: float
+    requested_at: float
+
+    @property
+    def items(self) -> int:
+        """Items (samples, tokens) per step: what throughput counts."""
+        return self.batch_size * self.workload.items_per_sample
+
+    @property
+    def behind_loader(self) -> bool:
+        """Batches from the workload's dataset through a DataLoader (not made on the device)."""
+        return self.workload.dataset is not None
+
+
+def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
+    """A pruned result when the settled warm-up throughput is below the sweep's bound, else None.
+
+    The settled warm-up steps are within ``settle_tolerance`` of each other and of the timed steps
+    that would follow (on an H200 the timed CV was 0.1-1.1%), so a configuration under half the
+    best cannot come near it: its timed window is skipped.
+    """
+    below = trial.spec.pruning.below if trial.spec.pruning else None
+    if below is None:
+        return None
+    recent_ms = warm_ms[-trial.settings.settle_window :]
+    typical_ms = statistics.fmean(recent_ms) if trial.behind_loader else settled_ms(warm_ms, trial.settings)
+    estimate = trial.items / (typical_ms / 1e3)
+    if estimate >= below:
+        return None
+    unit = trial.workload.unit
+    reason = f"warm-up throughput {estimate:,.4g} {unit} is below {below:,.4g}{_basis(trial)}"
+    metrics = {
+        "throughput": estimate,
+        "throughput_unit": unit,
+        "compile_s": compile_seconds(warm_ms, settled_ms(warm_ms, trial.settings)),  # what pruning came too late for
+        "warmup_steps": len(warm_ms),
+        "items_per_step": trial.items,
+        "peak_mem_gib": peak_memory_gib(trial.device),
+    }
+    env = env_fingerprint(trial.device)
+    return TrialResult(Status.PRUNED, reason, trial.params, metrics, env, {"warmup_ms": warm_ms})
+
+
+def _basis(trial: TrainingTrial) -> str:
+    """`` (0.5 x trial 12's 341.8, one measurement)``: what the pruning bound is, when the sweep said."""
+    basis = trial.spec.pruning.basis if trial.spec.pruning else None
+    return f" ({basis})" if basis else ""
+
+
+def _eager_probe(trial: TrainingTrial, step: TrainStep) -> float | None:
+    """The eager twin's throughput, for a compiled trial of a sweep on synthetic batches; else None.
+
+    Behind a loader the probe would take the loader's first batches, which the first step is checked
+    on; and a trial run alone (``autotune trial``) has nothing to prune against.
+    """
+    if trial.spec.pruning is None or trial.behind_loader or trial.knobs.compile_mode == "none":
+        return None
+    return eager_twin_throughput(step, trial.items, trial.device)
+
+
+def _pruned_before_compile(trial: TrainingTrial, eager: float) -> TrialResult | None:
+    """A pruned result, no compile paid, when ``eager`` times the study's compile gain cannot reach the bound."""
+    pruning = trial.spec.pruning
+    if pruning is None or pruning.below is None or pruning.compile_gain is None:
+        return None
+    if not cannot_win(eager, pruning.compile_gain, pruning.below):
+        return None
+    unit, reachable = trial.workload.unit, eager * pruning.compile_gain
+    reason = (
+        f"before compiling: eager {eager:,.4g} {unit} x {pruning.compile_gain:.2f} (the most compiling gained in "
+        f"this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}{_basis(trial)}"
+    )
+    metrics = {
+        "throughput": reachable,  # the most it could reach compiled: what it was pruned on
+        "throughput_unit": unit,
+        "eager_probe_throughput": eager,
+        "pruned_before_compile": 1.0,
+        "compile_s": 0.0,
+        "warmup_steps": 0,
+        "items_per_step": trial.items,
+        "peak_mem_gib": peak_memory_gib(trial.device),
+    }
+    return TrialResult(Status.PRUNED, reason, trial.params, metrics, env_fingerprint(trial.device), {"warmup_ms": []})
+
+
+def overhead(started: float, requested_at: float, setup_s: float) -> dict[str, float]:
+    """What a trial costs besides its steps: process start, then building the workload."""
+    return {"startup_s": started - requested_at, "setup_s": setup_s, "overhead_s": started - requested_at + setup_s}
+
+
+def measure_training(trial: TrainingTrial) -> TrialResult:
+    """Measure ``trial``: synthetic batches (``make_batch``) or the workload's dataset through the loader."""
+    return _measure_loader(trial) if trial.behind_loader else _measure_synthetic(trial)
+
+
+def _apply_knobs(trial: TrainingTrial) -> tuple[torch.nn.Module, knobs_mod.StepContext, torch.optim.Optimizer]:
+    """The model to train, its step context and optimizer, with every model knob applied."""
+    if trial.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(trial.device)
+    optimizer = torch.optim.AdamW(trial.workload.model.parameters(), lr=1e-4)
+    model, ctx = knobs_mod.apply(trial.workload.model, optimizer, trial.knobs, trial.device.type)
+    return model, ctx, optimizer
+
+
+def _measure_synthetic(trial: TrainingTrial) -> TrialResult:
+    """Batches made on the device by ``make_batch`` before timing, rotated: the model-only measurement."""
+    workload = trial.workload
+    assert workload.make_batch is not None
+    batches = [workload.make_batch(trial.batch_size, trial.device) for _ in range(trial.settings.batches)]
+    _check_random(batches[0])
+    workload.model.train()
+    reference = reference_loss(workload, batches[0])
+    model, ctx, optimizer = _apply_knobs(trial)
+    source = SyntheticBatches([prepare_pair(ctx, batch) for batch in batches])  # laid out once, not per step
+    return _run_steps(trial, TrainStep(workload, model, ctx, optimizer, source.batch), reference, ctx, None)
+
+
+def _measure_loader(trial: TrainingTrial) -> TrialResult:
+    """Batches from the workload's dataset through the DataLoader and copy the data knobs describe."""
+    workload, knobs, device = trial.workload, trial.knobs, trial.device
+    assert workload.dataset is not None
+    loader = build_loader(
+        workload.dataset, trial.batch_size, knobs, device.type, collate_fn=workload.collate_fn, **_worker_start(knobs)
+    )
+    source = LoaderBatches(
+        loader,
+        device,
+        non_blocking=bool(knobs.non_blocking),
+        gpu_prefetch=bool(knobs.gpu_prefetch),
+        transform=workload.device_transform,
+    )
+    try:
+        workload.model.train()
+        reference = reference_loss(workload, source.first())  # the very batch the first step trains on
+        model, ctx, optimizer = _apply_knobs(trial)
+        step = TrainStep(workload, model, ctx, optimizer, lambda index: prepare_pair(ctx, source.batch(index)))
+        return _run_steps(trial, step, reference, ctx, source)
+    finally:
+        source.close()
+
+
+def _worker_start(knobs: knobs_mod.Knobs) -> dict[str, Any]:
+    """Start the loader's workers the way a training script on this platform does (fork on Linux).
+
+    A trial process comes from a forkserver, so its own default is forkserver: each worker would be
+    started by a server that re-imports the workload and unpickles the dataset (2-3 s a worker on
+    a CPU, at every epoch without persistent workers), and a dataset that cannot be pickled would fail.
+    """
+    if knobs.num_workers == 0:
+        return {}
+    return {"multiprocessing_context": multiprocessing.get_all_start_methods()[0]}  # the platform's default
+
+
+def _run_steps(
+    trial: TrainingTrial,
+    step: TrainStep,
+    reference: float | None,
+    ctx: knobs_mod.StepContext,
+    source: LoaderBatches | None,
+) -> TrialResult:
+    """First step (checked), warm-up, timed window, metrics; then the profile if the spec asks for one."""
+    device, settings, precision = trial.device, trial.settings, trial.knobs.precision
+    setup_s = time.time() - trial.started
+    eager = _eager_probe(trial, step)
+    if eager is not None and (early := _pruned_before_compile(trial, eager)) is not None:
+        return early
+    first_ms = time_steps(step, 1, device)  # compiles, autotunes: checked before any more time is spent
+    rel_error = check_first_loss(float(step.losses[0]), reference, precision)
+    warm_ms = warm_up(step, device, settings, first_ms)
+    pruned = _pruned(trial, warm_ms)
+    if pruned is not None:
+        if eager is not None:
+            pruned.metrics["eager_probe_throughput"] = eager  # a compiled figure too: evidence of the gain
+        return pruned
+    telemetry = GpuTelemetry(device)
+    with telemetry.window():
+        timed_ms = time_steps(step, timed_step_count(warm_ms, settings), device)
+    check_losses(step.losses, precision)
+    metrics = _metrics(trial, warm_ms, timed_ms, setup_s, rel_error, telemetry)
+    if eager is not None:
+        metrics["eager_probe_throughput"] = eager  # what the study learns compiling's gain from
+    series = {"step_ms": timed_ms}
+    if source is not None:
+        waits_ms = source.waits_ms()[-len(timed_ms) :]  # one wait per step; the timed steps came last
+        metrics.update(wait_metrics(waits_ms, timed_ms))
+        series["data_wait_ms"] = waits_ms
+    noops = [*ctx.noops, *data_noops(trial.knobs, device.type, has_dataset=source is not None)]
+    if noops:
+        metrics["noop_knobs"] = ",".join(noops)
+    result = TrialResult(Status.OK, None, trial.params, metrics, env_fingerprint(device), series)
+    if trial.spec.profile_steps > 0:
+        _profile(trial, step, result)
+    return result
+
+
+def _metrics(
+    trial: TrainingTrial,
+    warm_ms: list[float],
+    timed_ms: list[float],
+    setup_s: float,
+    rel_error: float | None,
+    telemetry: GpuTelemetry,
+) -> dict[str, Any]:
+    settings = trial.settings
+    stats = summarize(timed_ms)
+    typical_ms = stats["step_ms_mean"] if trial.behind_loader else stats["step_ms_p50"]
+    metrics: dict[str, Any] = {
+        "throughput": trial.items / (typical_ms / 1e3),
+        "throughput_unit": trial.workload.unit,
+        **stats,
+        "peak_mem_gib": peak_memory_gib(trial.device),
+        "compile_s": compile_seconds(warm_ms, stats["step_ms_p50"]),
+        "first_step_s": warm_ms[0] / 1e3,
+        "warmup_steps": len(warm_ms),
+        "warmup_settled": float(settled(warm_ms, settings.settle_window, settings.settle_tolerance or 0.0)),
+        "timed_steps": len(timed_ms),
+        **({"loss_rel_error": rel_error} if rel_error is not None else {}),
+        **overhead(trial.started, trial.requested_at, setup_s),
+    }
+    metrics.update(telemetry.metrics)
+    if "energy_j" in telemetry.metrics:
+        metrics["energy_j_per_sample"] = telemetry.metrics["energy_j"] / (trial.batch_size * len(timed_ms))
+    return metrics
+
+
+def _profile(trial: TrainingTrial, step: TrainStep, result: TrialResult) -> None:
+    """Profile ``spec.profile_steps`` more whole steps (data wait included) into ``result.extra["profile"]``.
+
+    The measurement is already made: a profile that cannot be captured is a warning on the result,
+    not a failed trial.
+    """
+    spec = trial.spec
+    trace_path = str(Path(spec.profile_dir) / "trace.json") if spec.profile_dir else None
+    try:
+        from autotune.trial import profiler  # imported here: only trials that profile pay for torch.profiler
+
+        result.extra["profile"] = profiler.capture(step, spec.profile_steps, trial.device, trace_path)
+    except Exception as exc:
+        result.warnings.append(f"profile not captured: {type(exc).__name__}: {first_line(exc)}")

@@ -1,0 +1,132 @@
+"""``autotune status --study NAME``: a running sweep seen from another terminal, read from its storage.
+
+Everything comes from the Optuna storage through the record model (the study is the truth, wherever
+its workers run): the measured trials and how they ended, the trials running now with their worker and
+for how long, the winner so far as every other view names it, where the trial time went, and an
+estimate of the time left from the budget and the measured trials' pace.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import optuna
+
+from autotune.errors import AutotuneError
+from autotune.records import StudyInfo, StudyRecords, Tally, TrialRecord, schema
+from autotune.views.progress import format_duration, winner_text
+from autotune.views.text import format_params
+
+__all__ = ["SweepStatus", "sweep_status"]
+
+
+@dataclass(frozen=True)
+class Running:
+    """A trial running now."""
+
+    trial: int
+    params: dict[str, Any]
+    worker: str
+    gpu: str | None
+    seconds: float
+    worker_gone: bool
+
+
+@dataclass(frozen=True)
+class SweepStatus:
+    """What ``autotune status`` prints."""
+
+    study: str
+    workload: str
+    tally: Tally
+    budget: int | None
+    running: list[Running]
+    best: str | None
+    eta_s: float | None
+    warm_start: dict[str, Any] | None = None  # the study's autotune.warm_start: where the sampler started from
+    time_line: str | None = None  # where the trial time went, as the summary says it
+
+    def lines(self) -> list[str]:
+        budget = f" of {self.budget}" if self.budget else ""
+        t = self.tally
+        infeasible = f" ({t.infeasible} broke a constraint)" if t.infeasible else ""
+        out = [
+            f"study {self.study} ({self.workload}): {t.measured}{budget} measured "
+            f"({t.ok} ok{infeasible}, {t.pruned} pruned, {t.failed} failed), {len(self.running)} running",
+            f"best so far: {self.best}" if self.best else "best so far: none yet",
+        ]
+        if self.time_line:
+            out.append(self.time_line)
+        if self.warm_start:
+            w = self.warm_start
+            out.append(f"warm start: the sampler started from {w['trials']} trials of study {w['study']!r} (evidence)")
+        for run in self.running:
+            where = f"GPU {run.gpu}, " if run.gpu is not None else ""
+            gone = " (its worker is gone: retried when a sweep resumes)" if run.worker_gone else ""
+            out.append(
+                f"running: trial {run.trial} on {where}{run.worker} for {format_duration(run.seconds)}{gone}: "
+                f"{format_params(run.params)}"
+            )
+        if self.eta_s is not None:
+            out.append(f"eta: about {format_duration(self.eta_s)} at the measured trials' pace")
+        elif self.budget and t.measured >= self.budget and not self.running:
+            out.append("done: the budget is measured")
+        return out
+
+
+def _running(records: StudyRecords, now: datetime) -> list[Running]:
+    from autotune.storage.rdb import is_dead_local_worker
+
+    return [
+        Running(
+            record.number,
+            record.params,
+            record.worker or "?",
+            record.gpu,
+            (now - (record.started or now)).total_seconds(),
+            is_dead_local_worker(record.worker),
+        )
+        for record in records.running
+    ]
+
+
+def _best(records: StudyRecords) -> str | None:
+    """The winner as the progress line names it (the same text, the same figures)."""
+    return winner_text(records) if records.winner is not None else None
+
+
+def _eta(measured: list[TrialRecord], budget: int | None, running: list[Running]) -> float | None:
+    """Trials left times the median trial's wall time, shared among the workers running now."""
+    durations = [r.duration_s for r in measured if r.ended is not None and r.started is not None]
+    if budget is None or not durations:
+        return None
+    left = budget - len(measured)
+    if left <= 0:
+        return None
+    workers = max(1, len({run.worker for run in running if not run.worker_gone}))
+    return left * statistics.median(durations) / workers
+
+
+def sweep_status(study: optuna.Study, info: StudyInfo, now: datetime | None = None) -> SweepStatus:
+    """The study's state now (``now`` for tests)."""
+    now = now or datetime.now()
+    records = StudyRecords.read(study, info)
+    running = _running(records, now)
+    try:
+        budget = info.space().budget.trials
+    except AutotuneError:  # a space that no longer loads here: status still shows what the storage holds
+        budget = None
+    return SweepStatus(
+        study.study_name,
+        info.workload,
+        records.tally(),
+        budget,
+        running,
+        _best(records),
+        _eta(records.measured, budget, running),
+        study.user_attrs.get(schema.STUDY_ATTR_WARM_START),
+        records.time().line(),
+    )

@@ -1,0 +1,69 @@
+"""Human-readable text for a trial: its params, and what `autotune trial` prints without --json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotune.results import TrialResult
+
+__all__ = ["format_params", "trial_summary"]
+
+
+def format_params(params: dict[str, Any]) -> str:
+    """``key=value`` pairs, leaving out knobs left at PyTorch's own default (None)."""
+    return " ".join(f"{key}={value}" for key, value in params.items() if value is not None)
+
+
+def _energy_line(metrics: dict[str, Any]) -> str | None:
+    if "energy_j_per_sample" not in metrics:
+        return None
+    return (
+        f"{metrics['energy_j_per_sample']:.4g} J/sample  (power {metrics.get('power_w_mean', 0):.0f} W, "
+        f"GPU util {metrics.get('gpu_util_mean', 0):.0f}%)"
+    )
+
+
+def _env_line(env: dict[str, Any]) -> str:
+    device = env.get("gpu") or env.get("cpu") or env.get("device", "?")
+    parts = [str(device), f"torch {env.get('torch', '?')}"]
+    parts += [f"{key} {env[key]}" for key in ("cuda", "cudnn", "triton", "driver") if env.get(key)]
+    return ", ".join(parts)
+
+
+def _data_wait_line(result: TrialResult) -> str | None:
+    metrics = result.metrics
+    if "data_wait_frac" not in metrics:  # batches made on the device: nothing to wait for
+        return None
+    bound = "  input-bound" if result.input_bound else ""
+    return f"p50 {metrics['data_wait_ms_p50']:.2f} ms per step, {metrics['data_wait_frac']:.1%} of the step{bound}"
+
+
+def _short(value: Any) -> str:
+    return f"{value:,.4g}" if isinstance(value, float) else str(value)
+
+
+def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
+    """A few aligned lines: status, params, throughput, step times, memory, cost, environment."""
+    head = f"{workload} ({preset}): {result.status.value}"
+    if not result.ok:
+        params = format_params(result.params)
+        return f"{head}: {result.reason}" + (f"\n  params       {params}" if params else "")
+    m = result.metrics
+    if "step_ms_p50" not in m:  # a kernel workload: its own timing, no training step
+        return "\n".join(
+            [head, *(f"  {k:<16} {_short(v)}" for k, v in m.items()), f"  {'env':<16} {_env_line(result.env)}"]
+        )
+    rows: list[tuple[str, str | None]] = [
+        ("params", format_params(result.params)),
+        ("throughput", f"{m['throughput']:,.1f} {m['throughput_unit']}"),
+        ("step time", f"p50 {m['step_ms_p50']:.2f} ms  p90 {m['step_ms_p90']:.2f} ms  CV {m['step_cv']:.2%}"),
+        ("data wait", _data_wait_line(result)),
+        ("peak memory", f"{m['peak_mem_gib']:.2f} GiB"),
+        ("compile", f"{m['compile_s']:.1f} s  (first step {m['first_step_s']:.1f} s)"),
+        ("energy", _energy_line(m)),
+        ("overhead", f"{m['overhead_s']:.2f} s  (start {m['startup_s']:.2f} s, build {m['setup_s']:.2f} s)"),
+        ("no-op knobs", m.get("noop_knobs")),
+        ("WARNING", "other processes used the GPU during timing" if m.get("gpu_other_processes") else None),
+        ("env", _env_line(result.env)),
+    ]
+    return "\n".join([head, *(f"  {label:<12} {text}" for label, text in rows if text)])

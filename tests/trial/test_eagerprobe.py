@@ -1,0 +1,63 @@
+"""The eager twin a compiled trial times before compiling, and the trial it lets stop before the compile."""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from autotune import knobs, workloads
+from autotune.jobspec import Pruning, TrialSpec
+from autotune.results import Status
+from autotune.trial.eagerprobe import PROBE_STEPS, cannot_win, eager_twin_throughput
+from autotune.trial.job import run_trial
+from autotune.trial.trainstep import TrainStep
+
+TINY = "tests.trial_workloads:tiny_mlp"
+
+
+def _compiled_step(lr: float = 0.1) -> tuple[TrainStep, torch.nn.Module, torch.optim.Optimizer]:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+    wrapped, ctx = knobs.apply(model, optimizer, knobs.Knobs(compile_mode="default"), "cpu")
+    batches = [(torch.randn(4, 8), torch.randint(0, 3, (4,))) for _ in range(2)]
+    workload = workloads.Workload(model, lambda n, d: batches[0], F.cross_entropy)
+    return TrainStep(workload, wrapped, ctx, optimizer, lambda i: batches[i % 2]), model, optimizer
+
+
+def test_the_probe_runs_the_eager_module_and_leaves_the_weights_and_rates_as_they_were() -> None:
+    step, model, optimizer = _compiled_step()
+    before = [p.detach().clone() for p in model.parameters()]
+    throughput = eager_twin_throughput(step, items=4, device=torch.device("cpu"))
+    assert throughput is not None and throughput > 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))  # learning rate 0
+    assert optimizer.param_groups[0]["lr"] == 0.1
+    assert optimizer.state[next(model.parameters())]["step"] == PROBE_STEPS  # the steps did run
+    assert step.losses == []  # the compiled step's own record (its first loss is checked) is untouched
+
+
+def test_an_eager_model_has_no_twin_to_probe() -> None:
+    step, model, _ = _compiled_step()
+    step.model = model
+    assert eager_twin_throughput(step, items=4, device=torch.device("cpu")) is None
+
+
+def test_cannot_win_only_when_even_the_largest_gain_stays_under_the_bound() -> None:
+    assert cannot_win(100.0, 1.5, 151.0)
+    assert not cannot_win(100.0, 1.5, 150.0)
+
+
+def test_a_compiled_trial_that_cannot_reach_the_bound_stops_before_compiling() -> None:
+    spec = TrialSpec(TINY, {"compile_mode": "default"}, "tiny", "cpu", pruning=Pruning(below=1e12, compile_gain=1.5))
+    result = run_trial(spec)
+    assert result.status is Status.PRUNED
+    assert result.reason is not None and result.reason.startswith("before compiling: eager ")
+    eager = result.metrics["eager_probe_throughput"]
+    assert result.metrics["pruned_before_compile"] == 1.0 and result.metrics["compile_s"] == 0.0
+    assert result.metrics["throughput"] == eager * 1.5  # the most it could reach: what it was pruned on
+
+
+def test_an_eager_trial_is_never_probed() -> None:
+    eager_spec = TrialSpec(TINY, {"compile_mode": "none"}, "tiny", "cpu", pruning=Pruning(below=1e12, compile_gain=9))
+    eager = run_trial(eager_spec)
+    assert eager.status is Status.PRUNED and eager.reason is not None and eager.reason.startswith("warm-up ")
+    assert "eager_probe_throughput" not in eager.metrics

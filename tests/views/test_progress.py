@@ -1,0 +1,35 @@
+"""Sweep progress: what a person reads in a log file while a sweep runs."""
+
+from __future__ import annotations
+
+import io
+
+from autotune.records import Tally
+from autotune.views.progress import Progress, format_duration
+
+
+def test_durations_read_as_seconds_minutes_hours() -> None:
+    assert [format_duration(s) for s in (-1, 42, 425, 11_520)] == ["0s", "42s", "7m05s", "3h12m"]
+
+
+def test_a_log_file_gets_one_plain_line_per_trial() -> None:
+    log = io.StringIO()
+    progress = Progress(budget=20, deadline=None, stream=log)
+    progress.started("t003 bf16")
+    progress.finished("t003 bf16", "ok throughput 1e+05", 12.0, True, Tally(4, 0, 1), "t003 1e+05")
+    progress.finished("t004 fp32", "pruned: slow", 7.0, True, Tally(5, 1, 1), "t003 1e+05")
+    progress.finished("t005 bf16", "same as trial 3, not run again", 0.0, False, Tally(5, 1, 1), "t003 1e+05")
+    assert log.getvalue().splitlines() == [
+        "[4/20 done, 1 failed] t003 bf16: ok throughput 1e+05 (12s) | best t003 1e+05",
+        "[5/20 done, 1 pruned, 1 failed] t004 fp32: pruned: slow (7s) | best t003 1e+05",
+        "[5/20 done, 1 pruned, 1 failed] t005 bf16: same as trial 3, not run again (0s) | best t003 1e+05",
+    ]  # no terminal control codes in a file
+
+
+def test_the_eta_comes_from_this_workers_measured_trials() -> None:
+    progress = Progress(budget=10, deadline=None, stream=io.StringIO())
+    assert progress.eta() == "?"
+    progress.finished("t000", "ok", 30.0, True, Tally(1, 0, 0), "t000")
+    progress.finished("t001", "duplicate", 0.0, False, Tally(1, 0, 0), "t000")  # free: no effect on the rate
+    progress.finished("t002", "ok", 30.0, True, Tally(2, 0, 0), "t000")
+    assert progress.eta() == "4m00s"  # 8 trials left at 30 s each

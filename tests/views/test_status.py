@@ -1,0 +1,82 @@
+"""``autotune status`` from another terminal, on a real sweep's SQLite study: running, then its worker killed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+SPACE = """\
+workload: {name: "trial_workloads:sleepy", preset: tiny, args: {seconds: 600.0}}
+device: cpu
+budget: {trials: 3, trial_timeout: 10m}
+sampler: {name: random, seed: 0}
+params:
+  precision: [default, fp32]
+"""
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+
+
+def _status(folder: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune", "status", "--study", "hang"],
+        cwd=folder, env=_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+# A running trial that the sweep has also given its worker and its params (each its own write after the trial's).
+_RUNNING_AND_DESCRIBED = """
+select count(*) from trials t where t.state = 'RUNNING' and (
+    select count(*) from trial_user_attributes a
+    where a.trial_id = t.trial_id and a.key in ('autotune.worker', 'autotune.params')
+) = 2
+"""
+
+
+def _wait_for_a_running_trial(db: Path, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+                if con.execute(_RUNNING_AND_DESCRIBED).fetchone()[0]:
+                    return
+        except sqlite3.OperationalError:  # no file, or its tables not created yet
+            pass
+        time.sleep(0.05)
+    raise AssertionError("no trial started running")
+
+
+def test_status_shows_the_running_trial_then_that_its_worker_is_gone(tmp_path: Path) -> None:
+    (tmp_path / "hang.yaml").write_text(SPACE)
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "autotune", "sweep", "hang.yaml", "--no-mlflow"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for_a_running_trial(tmp_path / "autotune.db", time.monotonic() + 120)
+        running = _status(tmp_path)
+    finally:
+        os.killpg(sweep.pid, signal.SIGKILL)  # the sweep and its trial process, as a lost terminal would
+        sweep.wait(timeout=30)
+    assert (
+        running.splitlines()[0]
+        == "study hang (trial_workloads:sleepy): 0 of 3 measured (0 ok, 0 pruned, 0 failed), 1 running"
+    )
+    assert "best so far: none yet" in running
+    line = next(line for line in running.splitlines() if line.startswith("running:"))
+    assert re.fullmatch(r"running: trial 0 on [^ ]+:\d+ for \d+s: precision=default", line), line
+    assert "its worker is gone" not in line
+
+    gone = _status(tmp_path)
+    assert "(its worker is gone: retried when a sweep resumes)" in gone
