@@ -11,10 +11,12 @@ searched and rejected from one never searched. A knob the framework cannot expre
 :class:`FrameworkWarning`, with what to do instead; none is dropped silently.
 
 ``TrainingArguments`` expresses precision, TF32, torch.compile and its mode, the fused AdamW (the optimizer every
-trial used), the batch size, the DataLoader settings and non-blocking copies. Lightning's ``Trainer`` expresses
-mixed precision and ``cudnn.benchmark`` only: torch.compile, channels_last and the backend flags are the user's
-(``cfg.apply(model)`` on the LightningModule), so are the fused optimizer (``configure_optimizers``) and the
-DataLoader (``cfg.dataloader(dataset)``).
+trial used), the batch size, the DataLoader settings and non-blocking copies. Neither framework compiles a model's
+blocks one by one (``compile_scope=blocks``): ``torch_compile`` compiles the whole model, so with that scope both
+knobs are named in the warning, with ``cfg.apply(model)`` (which compiles the blocks in place) to do instead.
+Lightning's ``Trainer`` expresses mixed precision and ``cudnn.benchmark`` only: torch.compile, channels_last and the
+backend flags are the user's (``cfg.apply(model)`` on the LightningModule), so are the fused optimizer
+(``configure_optimizers``) and the DataLoader (``cfg.dataloader(dataset)``).
 """
 
 from __future__ import annotations
@@ -62,7 +64,10 @@ _HF: dict[str, Express] = {
     "matmul_precision": _hf_matmul_precision,
     # With tf32 unset, TrainingArguments turns TF32 on when compiling (unless fp16) on a GPU that has it: faster
     # than the measured IEEE matmuls; tf32=False would also turn off cuDNN's TF32, which the trial had on.
-    "compile_mode": lambda v, _: {"torch_compile": True, "torch_compile_mode": v},
+    # torch_compile compiles the whole model: compile_scope=blocks is the user's (cfg.apply), said in the warning.
+    "compile_mode": lambda v, tuned: (
+        {"torch_compile": True, "torch_compile_mode": v} if tuned["compile_scope"] == "model" else None
+    ),
     "fused_optimizer": lambda v, _: {"optim": "adamw_torch_fused"},  # every trial trains with AdamW
     "num_workers": lambda v, _: {"dataloader_num_workers": v},
     "pin_memory": lambda v, _: {"dataloader_pin_memory": v},
@@ -81,12 +86,15 @@ _LIGHTNING: dict[str, Express] = {
 
 _BACKEND_FLAGS = "autotune.knobs.apply_backend_flags(cfg.to_knobs(), 'cuda')"
 _LOADER = "cfg.dataloader(dataset)"
+# compile_scope=blocks, and the mode with it (the framework's own compile would take the whole model).
+_BLOCKS = "cfg.apply(model) (it compiles each repeated block in place; leave the framework's torch.compile off)"
 # What the user does instead, per knob ({value} is the knob's).
 _BY_HAND: dict[str, str] = {
     "batch_size": _LOADER,
     "precision": _BACKEND_FLAGS,
     "memory_format": "model.to(memory_format=torch.channels_last)",
     "compile_mode": "torch.compile(model, mode='{value}')",
+    "compile_scope": _BLOCKS,
     "cudnn_benchmark": _BACKEND_FLAGS,
     "cudnn_deterministic": _BACKEND_FLAGS,
     "fused_optimizer": "fused=True on the optimizer configure_optimizers returns",
@@ -152,8 +160,11 @@ def _unexpressed_warning(
 ) -> FrameworkWarning | None:
     """One warning naming every knob and listed kernel ``target`` cannot express, grouped by what to do instead."""
     todo: dict[str, list[str]] = {}  # what to do -> the settings it covers, in knob order
+    blocks = knobs.get("compile_scope") == "blocks"
     for name, value in knobs.items():
         by_hand = _BY_HAND.get(name, "no equivalent known to autotune").format(value=value)
+        if blocks and name == "compile_mode":
+            by_hand = _BLOCKS  # one compile, of the blocks: said once, for both knobs
         todo.setdefault(by_hand, []).append(f"{name}={value}")
     # The import-path keys are a space's listed kernels; the built-in matmul's block sizes are no model's setting.
     listed = [path for path in kernels or {} if ":" in path]

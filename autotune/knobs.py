@@ -19,6 +19,13 @@ from them and copies each batch to the device as they say, for the trials and fo
 The ``inductor`` knob holds Inductor options (:mod:`autotune.inductor`: an allowlist, set by a
 space's ``finalists:`` stage). They go to ``torch.compile(options=...)`` with the compile mode's
 own options, so Inductor patches its config with them while it compiles this model, and only then.
+
+``compile_scope`` says what ``torch.compile`` compiles: the whole model (``model``, the default), or each of its
+repeated blocks in place (``blocks``: regional compilation, :mod:`autotune.regional`; the blocks a model names in
+``_repeated_blocks``, else the largest set of structurally identical children). A model with no repeated blocks is
+compiled whole, with ``compile_scope`` recorded as a no-op. ``compile_scope=blocks`` with ``compile_mode=none`` is
+an invalid combination: nothing would be compiled, and the trial would only repeat the eager configuration's
+(a space makes the scope conditional instead: ``when: {compile_mode: [...]}``).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from typing import Any
 
 import torch
 
-from autotune import inductor
+from autotune import inductor, regional
 from autotune.errors import AutotuneError, InvalidCombination
 
 __all__ = [
@@ -47,6 +54,7 @@ __all__ = [
 PRECISIONS = ("default", "fp32", "tf32", "bf16", "fp16")
 MEMORY_FORMATS = ("contiguous", "channels_last")
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_SCOPES = ("model", "blocks")
 MATMUL_PRECISIONS = ("auto", "highest", "high")
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # the compile modes that capture CUDA graphs
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -81,6 +89,9 @@ KNOB_SPECS: dict[str, KnobSpec] = {
         KnobSpec("precision", str, PRECISIONS, "numeric precision of the training step"),
         KnobSpec("memory_format", str, MEMORY_FORMATS, "layout of 4-D weights and inputs"),
         KnobSpec("compile_mode", str, COMPILE_MODES, "torch.compile mode, or none for eager"),
+        KnobSpec(
+            "compile_scope", str, COMPILE_SCOPES, "what is compiled: the whole model, or each repeated block in place"
+        ),
         KnobSpec("cudnn_benchmark", bool, (True, False), "let cuDNN time its algorithms (None: untouched)"),
         KnobSpec("cudnn_deterministic", bool, (True, False), "deterministic cuDNN algorithms only"),
         KnobSpec("fused_optimizer", bool, (True, False), "fused optimizer step (Adam, AdamW, SGD, Adagrad)"),
@@ -161,6 +172,7 @@ class Knobs:
     precision: str = "default"
     memory_format: str = "contiguous"
     compile_mode: str = "none"
+    compile_scope: str = "model"
     cudnn_benchmark: bool | None = None
     cudnn_deterministic: bool | None = None
     fused_optimizer: bool = False
@@ -196,6 +208,11 @@ class Knobs:
 
     def check_combination(self, device_type: str) -> None:
         """Raise :class:`InvalidCombination` when legal values cannot run together."""
+        if self.compile_scope == "blocks" and self.compile_mode == "none":
+            raise InvalidCombination(
+                "compile_scope=blocks needs a compile_mode other than none: eager compiles no blocks "
+                "(in a space: compile_scope: {choices: [model, blocks], when: {compile_mode: [default, ...]}})"
+            )
         if self.cudnn_benchmark and self.cudnn_deterministic:
             raise InvalidCombination("cudnn_benchmark=true contradicts cudnn_deterministic=true")
         implied = {"fp32": "highest", "tf32": "high"}.get(self.precision)
@@ -268,6 +285,8 @@ class StepContext:
     scaler: torch.amp.GradScaler | None = None
     noops: list[str] = field(default_factory=list)
     optimizer: torch.optim.Optimizer | None = None  # the one the knobs were applied to
+    # compile_scope=blocks: the blocks compiled one by one; empty (its reason says why) when the model has none.
+    blocks: regional.Blocks | None = None
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Opens the forward pass of a step: autocast if the precision asks for it."""
@@ -316,7 +335,9 @@ def apply(
 ) -> tuple[torch.nn.Module, StepContext]:
     """Apply every knob: backend flags, memory format, optimizer, compile; return the model to train.
 
-    Raises :class:`InvalidCombination` for settings that cannot run together.
+    With ``compile_scope=blocks`` the model returned is ``model`` itself (its class, its ``state_dict`` keys), its
+    repeated blocks compiled in place; the step context's ``blocks`` says which. Raises
+    :class:`InvalidCombination` for settings that cannot run together.
     """
     knobs.check_combination(device_type)
     noops = apply_backend_flags(knobs, device_type)
@@ -334,13 +355,18 @@ def apply(
     if cudagraphs and device_type != "cuda":
         noops.append("cudagraphs")  # CUDA graphs need a GPU; inductor runs without them here
         cudagraphs = False
-    if compiles:
+    blocks = regional.find_blocks(model) if compiles and knobs.compile_scope == "blocks" else None
+    if blocks is not None and not blocks:
+        noops.append("compile_scope")  # no repeated blocks: the whole model is compiled, as compile_scope=model
+    if blocks:
+        regional.compile_blocks(blocks, compile_fn, **compile_arguments(knobs))
+    elif compiles:
         model = compile_fn(model, **compile_arguments(knobs))
     elif options:
         noops.append("inductor")  # eager: no compiler to give the options to
     dtype = AUTOCAST_DTYPES.get(knobs.precision)
     scaler = torch.amp.GradScaler(device_type) if knobs.precision == "fp16" else None
-    ctx = StepContext(device_type, dtype, channels_last, cudagraphs, scaler, noops, optimizer)
+    ctx = StepContext(device_type, dtype, channels_last, cudagraphs, scaler, noops, optimizer, blocks)
     return model, ctx
 
 

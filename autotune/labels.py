@@ -13,7 +13,7 @@ __all__ = ["sweep_run_name", "trial_run_name"]
 _MAX_RUN_NAME_LEN = 60
 
 # Display only: knob defaults (autotune.knobs.Knobs) that a run name leaves out, and short names.
-_NAME_DEFAULTS: dict[str, Any] = {"matmul_precision": "auto", "fused_optimizer": False}
+_NAME_DEFAULTS: dict[str, Any] = {"matmul_precision": "auto", "fused_optimizer": False, "compile_scope": "model"}
 _SHORT_KEYS = {
     "cudnn_benchmark": "bench",
     "cudnn_deterministic": "det",
@@ -28,7 +28,8 @@ def sweep_run_name(study_name: str) -> str:
 
 
 def trial_run_name(number: int, params: Mapping[str, Any]) -> str:
-    """A short run name for the MLflow run list, e.g. ``t012 bf16 cl compile=default bs256``.
+    """A short run name for the MLflow run list, e.g. ``t012 bf16 cl compile=default bs256``
+    (``compile=default/blocks`` for ``compile_scope=blocks``).
 
     Default knob values are left out; other parameters show as ``key=value``. At most 60 characters.
     """
@@ -56,7 +57,10 @@ def _knob_parts(rest: dict[str, Any]) -> list[str]:
         parts.append(f"mf={memory_format}")
     compile_mode = rest.pop("compile_mode", None)
     if compile_mode not in (None, "none"):
-        parts.append(f"compile={compile_mode}")
+        blocks = rest.get("compile_scope") == "blocks"
+        if blocks:
+            del rest["compile_scope"]  # said with the mode: compile=default/blocks
+        parts.append(f"compile={compile_mode}" + ("/blocks" if blocks else ""))
     batch_size = rest.pop("batch_size", None)
     if batch_size is not None:
         parts.append(f"bs{batch_size}")

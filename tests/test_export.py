@@ -26,6 +26,7 @@ from autotune.export import (
 )
 from autotune.records import StudyInfo
 from autotune.results import Status, TrialResult
+from autotune.workloads.gpt2 import GPT
 
 STORAGE = "postgresql+psycopg2://tuner:s3cret@db.example:5432/autotune"
 TUNED_KNOBS = {
@@ -325,3 +326,23 @@ def test_apply_compiles_with_the_exported_inductor_options(tmp_path: Path) -> No
         step_ctx.step()
     assert len(seen) == 2 and all(options == FINALIST_OPTIONS for options in seen)
     assert {name: getattr(config, name) for name in FINALIST_OPTIONS} != FINALIST_OPTIONS  # for that compile only
+
+
+def test_compile_scope_blocks_goes_through_export_to_apply(tmp_path: Path, info: StudyInfo) -> None:
+    s = make_study(tmp_path, info)
+    add_trial(s, info, ok_result(1000.0, compile_mode="none", compile_scope="model"), default=True)
+    add_trial(s, info, ok_result(1400.0, compile_mode="default", compile_scope="model"))
+    add_trial(s, info, ok_result(1500.0, compile_mode="reduce-overhead", compile_scope="blocks"))
+    path = tmp_path / "tuned.yaml"
+    export(s, info, path)
+    written = yaml.safe_load(path.read_text())["knobs"]
+    assert (written["compile_mode"], written["compile_scope"]) == ("reduce-overhead", "blocks")
+    cfg = load(path)
+    assert cfg.to_knobs().compile_scope == "blocks"
+    model = workloads.build("gpt2", "tiny", {}, torch.device("cpu")).model
+    assert isinstance(model, GPT)  # it names its 2 transformer blocks
+    applied, step_ctx = cfg.apply(model, torch.optim.AdamW(model.parameters()))
+    assert applied is model  # compiled in place: the same module, its blocks compiled (on their first call)
+    assert step_ctx.blocks is not None and step_ctx.blocks.modules == tuple(model.blocks)
+    assert all(block._compiled_call_impl is not None for block in model.blocks)
+    assert model._compiled_call_impl is None and "compile_scope" not in step_ctx.noops

@@ -207,6 +207,26 @@ def test_lightning_precision_and_flags(
     lightning_trainer(tmp_path, **kwargs)  # fp16 on a CPU: Lightning falls back to bf16-mixed, with its own warning
 
 
+# --- compile_scope=blocks: neither framework compiles a model's blocks one by one ---------------------
+
+
+@pytest.mark.parametrize("convert", [hf_training_args, lightning_trainer_kwargs])
+def test_blocks_compiled_one_by_one_are_left_to_apply_and_said(convert: Any) -> None:
+    knobs = {**TUNED, "compile_mode": "reduce-overhead", "compile_scope": "blocks"}
+    kwargs, warned = framework_warnings(convert, knobs)
+    assert "torch_compile" not in kwargs and "torch_compile_mode" not in kwargs  # no whole-model compile on top
+    assert len(warned) == 1 and {"compile_mode", "compile_scope"} <= set(warned[0].unexpressed)
+    # The two knobs are one instruction: the mode goes to each block, through cfg.apply(model).
+    said = "compile_mode=reduce-overhead, compile_scope=blocks -> cfg.apply(model) (it compiles each repeated block"
+    assert said in str(warned[0])
+    assert "torch.compile(model" not in str(warned[0])
+
+
+def test_hf_still_compiles_the_whole_model_for_compile_scope_model() -> None:
+    kwargs, warned = framework_warnings(hf_training_args, {"compile_mode": "default", "compile_scope": "model"})
+    assert (kwargs, warned) == ({"torch_compile": True, "torch_compile_mode": "default"}, [])
+
+
 # --- shared rules -----------------------------------------------------------------------------------
 
 

@@ -164,3 +164,35 @@ def lockstep_records() -> list[dict[str, object]]:
         for k in (16, 32, 64, 128)
         for w in (2, 4, 8)
     ]
+
+
+class Layer(torch.nn.Module):
+    """A residual layer: the repeated block of :func:`named_blocks`."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc(torch.tanh(x))
+
+
+class NamedStack(torch.nn.Module):
+    """Three identical layers under two parents, named in ``_repeated_blocks``: siblings alone would be two."""
+
+    _repeated_blocks = ("Layer",)
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.first = Layer(width)
+        self.rest = torch.nn.Sequential(Layer(width), Layer(width))
+        self.head = torch.nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.rest(self.first(x)))
+
+
+def named_blocks(preset: str = "tiny") -> Workload:
+    """A model that names its repeated blocks (``compile_scope=blocks`` compiles those three)."""
+    _, make_batch = _mlp_parts()
+    return Workload(NamedStack(32), make_batch, F.cross_entropy, default_batch_size=16)  # type: ignore[arg-type]

@@ -71,7 +71,31 @@ def _params(data: Mapping[str, Any], context: _ParamContext, report: _Report) ->
             spec = dataclasses.replace(spec, when=when)
         if spec is not None:
             specs[spec.name] = _with_implicit_default(spec, context)
+    _check_compile_scope(specs, report)
     return specs
+
+
+def _check_compile_scope(specs: Mapping[str, ParamSpec], report: _Report) -> None:
+    """``compile_scope: blocks`` only where ``compile_mode`` is not none: together they are an invalid combination
+    (:meth:`autotune.knobs.Knobs.check_combination`), and every trial the sampler drew so would fail."""
+    scope, mode = specs.get("compile_scope"), specs.get("compile_mode")
+    if scope is None or not _member("blocks", scope.choices or ()):
+        return
+    if mode is None:  # compile_mode at its default: eager, always
+        report.add(
+            "params.compile_scope",
+            "blocks needs a compile_mode, which this space leaves at none (eager compiles no blocks): "
+            "declare compile_mode before it and add when: {compile_mode: [default]}",
+        )
+        return
+    modes = mode.choices or ()
+    if _member("none", modes) and _member("none", scope.when.get("compile_mode", modes)):
+        compiled = ", ".join(str(m) for m in modes if m != "none") or "default"
+        report.add(
+            "params.compile_scope",
+            "blocks with compile_mode none is an invalid combination (eager compiles no blocks): "
+            f"add when: {{compile_mode: [{compiled}]}}",
+        )
 
 
 def _check_param_name(name: str, where: str, context: _ParamContext, report: _Report) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -30,13 +31,20 @@ PROBE_STEPS = 5
 
 
 def eager_twin_throughput(step: TrainStep, items: int, device: torch.device) -> float | None:
-    """Items per second of ``step`` run eager: None when its model is not compiled, or eager runs out of memory."""
+    """Items per second of ``step`` run eager: None when its model is not compiled, or eager runs out of memory.
+
+    A model compiled whole runs its wrapped module; one whose blocks are compiled in place (``compile_scope=blocks``)
+    runs itself with torch.compile told to run eager (``torch.compiler.set_stance("force_eager")``).
+    """
     eager = getattr(step.model, "_orig_mod", None)  # torch.compile's wrapper keeps the module it wraps here
+    stance: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if not isinstance(eager, torch.nn.Module):
-        return None
+        if not step.ctx.blocks:
+            return None
+        eager, stance = step.model, torch.compiler.set_stance("force_eager")
     twin = TrainStep(step.workload, eager, step.ctx, step.optimizer, step.batch_for)
     try:
-        with _learning_rates_zero(step.optimizer):
+        with _learning_rates_zero(step.optimizer), stance:
             times = time_steps(twin, PROBE_STEPS, device)
     except torch.OutOfMemoryError:
         return None  # eager can need more memory than compiled: no estimate, the trial compiles as usual

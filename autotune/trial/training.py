@@ -227,6 +227,7 @@ def _run_steps(
     if pruned is not None:
         if eager is not None:
             pruned.metrics["eager_probe_throughput"] = eager  # a compiled figure too: evidence of the gain
+        _record_blocks(ctx, pruned)
         return pruned
     telemetry = GpuTelemetry(device)
     with telemetry.window():
@@ -244,9 +245,22 @@ def _run_steps(
     if noops:
         metrics["noop_knobs"] = ",".join(noops)
     result = TrialResult(Status.OK, None, trial.params, metrics, env_fingerprint(device), series)
+    _record_blocks(ctx, result)
     if trial.spec.profile_steps > 0:
         _profile(trial, step, result)
     return result
+
+
+def _record_blocks(ctx: knobs_mod.StepContext, result: TrialResult) -> None:
+    """What ``compile_scope=blocks`` compiled: ``compiled_blocks`` (how many, one by one) and ``compiled_block``
+    (which); a model without repeated blocks was compiled whole, and a warning says why."""
+    if ctx.blocks is None:
+        return
+    result.metrics["compiled_blocks"] = len(ctx.blocks)
+    if ctx.blocks:
+        result.metrics["compiled_block"] = ctx.blocks.describe()
+    else:
+        result.warnings.append(f"compile_scope=blocks: {ctx.blocks.reason}; the whole model was compiled")
 
 
 def _metrics(

@@ -38,6 +38,11 @@ def _data_wait_line(result: TrialResult) -> str | None:
     return f"p50 {metrics['data_wait_ms_p50']:.2f} ms per step, {metrics['data_wait_frac']:.1%} of the step{bound}"
 
 
+def _blocks_part(metrics: dict[str, Any]) -> str:
+    """``, blocks: 12 x Block (blocks.0 .. blocks.11, found)`` for a trial that compiled its blocks one by one."""
+    return f", blocks: {metrics['compiled_block']}" if metrics.get("compiled_block") else ""
+
+
 def _short(value: Any) -> str:
     return f"{value:,.4g}" if isinstance(value, float) else str(value)
 
@@ -59,7 +64,7 @@ def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
         ("step time", f"p50 {m['step_ms_p50']:.2f} ms  p90 {m['step_ms_p90']:.2f} ms  CV {m['step_cv']:.2%}"),
         ("data wait", _data_wait_line(result)),
         ("peak memory", f"{m['peak_mem_gib']:.2f} GiB"),
-        ("compile", f"{m['compile_s']:.1f} s  (first step {m['first_step_s']:.1f} s)"),
+        ("compile", f"{m['compile_s']:.1f} s  (first step {m['first_step_s']:.1f} s){_blocks_part(m)}"),
         ("energy", _energy_line(m)),
         ("overhead", f"{m['overhead_s']:.2f} s  (start {m['startup_s']:.2f} s, build {m['setup_s']:.2f} s)"),
         ("no-op knobs", m.get("noop_knobs")),

@@ -155,6 +155,42 @@ def test_when_must_name_an_earlier_param_and_its_values(tmp_path: Path) -> None:
     assert "when.precison: 'precison' is not a param of this space" in text
 
 
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (
+            "compile_mode: [none, default, reduce-overhead]\n  compile_scope: [model, blocks]",
+            "params.compile_scope: blocks with compile_mode none is an invalid combination (eager compiles no "
+            "blocks): add when: {compile_mode: [default, reduce-overhead]}",
+        ),
+        (
+            "compile_mode: [none, default]\n  compile_scope: {choices: [model, blocks], when: {compile_mode: [none]}}",
+            "params.compile_scope: blocks with compile_mode none is an invalid combination",
+        ),
+        (
+            "compile_scope: blocks",
+            "params.compile_scope: blocks needs a compile_mode, which this space leaves at none",
+        ),
+    ],
+)
+def test_blocks_are_searched_only_where_something_compiles(tmp_path: Path, params: str, message: str) -> None:
+    found = problems(tmp_path, f"workload: {{name: gpt2}}\nparams:\n  {params}\n")
+    assert any(message in problem for problem in found), found
+
+
+def test_blocks_conditional_on_a_compile_mode_is_a_valid_space(tmp_path: Path) -> None:
+    space = load(
+        tmp_path,
+        """\
+        workload: {name: gpt2}
+        params:
+          compile_mode: [none, default]
+          compile_scope: {choices: [model, blocks], when: {compile_mode: [default]}}
+        """,
+    )
+    assert space.params["compile_scope"].default == "model"  # the knob's own, for the default configuration
+
+
 def test_feasibility_names_params_while_constraints_name_any_metric(tmp_path: Path) -> None:
     found = problems(
         tmp_path,

@@ -110,6 +110,11 @@ def test_trial_run_name_abbreviates_knobs() -> None:
     assert trial_run_name(12, PARAMS) == "t012 bf16 cl compile=default bs256"
 
 
+def test_trial_run_name_says_blocks_with_the_compile_mode() -> None:
+    assert trial_run_name(5, {**PARAMS, "compile_scope": "blocks"}) == "t005 bf16 cl compile=default/blocks bs256"
+    assert trial_run_name(5, {**PARAMS, "compile_scope": "model"}) == "t005 bf16 cl compile=default bs256"
+
+
 def test_trial_run_name_leaves_out_defaults_and_shows_other_params() -> None:
     params = {
         "precision": "default",
