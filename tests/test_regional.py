@@ -17,14 +17,14 @@ from torch.nn import functional as F
 from trial_workloads import NamedStack
 
 from autotune import knobs
-from autotune.eagerprobe import eager_twin_throughput
 from autotune.errors import InvalidCombination
-from autotune.job import run_trial
 from autotune.jobspec import Pruning, TrialSpec
 from autotune.knobs import Knobs
 from autotune.regional import find_blocks, signature
 from autotune.results import Status
-from autotune.trainstep import TrainStep
+from autotune.trial.eagerprobe import eager_twin_throughput
+from autotune.trial.job import run_trial
+from autotune.trial.trainstep import TrainStep
 from autotune.workloads import Workload, gpt2, resnet50
 
 TIMING_SCRIPT = Path(__file__).with_name("compile_scope_timing.py")
