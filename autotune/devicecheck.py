@@ -109,7 +109,7 @@ def probe(device_type: str) -> str | None:
 
     None when all is well, else what went wrong (one line).
     """
-    import torch
+    import torch  # here, in the probe's own process: the worker that imports this module never touches CUDA
 
     try:
         if device_type == "cuda" and not torch.cuda.is_available():
@@ -213,7 +213,7 @@ class DeviceCheck:
 def _nvml_device(entry: str) -> Any:
     """(pynvml, the handle of the GPU ``entry`` names) inside the block; (None, None) where NVML cannot tell."""
     try:
-        import pynvml
+        import pynvml  # here: without a driver NVML fails to load, and the check then says what it cannot tell
 
         pynvml.nvmlInit()
     except Exception:  # no driver or library: NVML's checks are skipped, the probe still runs

@@ -14,6 +14,7 @@ compared and hashed to find repeats), and ``;`` leaves the backends' commas alon
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,12 +63,10 @@ def _name_problem(name: str, types: Mapping[str, type]) -> str | None:
     if name in types:
         return None
     if name in ALLOWED:
-        import torch
+        import torch  # here, as torch._inductor below: validating a space that names no option imports neither
 
         return f"not an option of this torch's Inductor (torch {torch.__version__})"
-    import difflib
-
-    from torch._inductor import config
+    from torch._inductor import config  # importing Inductor costs seconds: only a bad option name pays for it
 
     allowed = ", ".join(types)
     if name in config.get_config_copy():

@@ -72,7 +72,7 @@ def _child_main(target: Callable[..., Any], args: tuple[Any, ...], conn: Connect
 
 
 def _run_trial(spec: TrialSpec, requested_at: float) -> dict[str, Any]:
-    from autotune.trial.job import run_trial
+    from autotune.trial.job import run_trial  # in the trial's process (the forkserver's child), not in the parent
 
     return run_trial(spec, requested_at).to_dict()
 

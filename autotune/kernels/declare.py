@@ -51,7 +51,7 @@ def tunable(
         raise AutotuneError(f"tunable: no combination satisfies {feasibility!r}")
 
     def decorate(fn: Any) -> Any:
-        import triton
+        import triton  # here: Triton is imported only by a workload that declares a kernel (not on every platform)
 
         tuner = triton.autotune(configs=[ListedKernel.make_config(c) for c in grid], key=list(key))(fn)
         tuner.autotune_values = values

@@ -94,7 +94,7 @@ class ListedKernel:
 
     @staticmethod
     def make_config(values: Mapping[str, Any]) -> Any:
-        import triton
+        import triton  # here: listing a space's kernels by name needs no Triton until a config is made
 
         kwargs = {name: value for name, value in values.items() if name not in _LAUNCH_SETTINGS}
         launch = {name: int(values[name]) for name in _LAUNCH_SETTINGS if name in values}
@@ -109,7 +109,7 @@ def declared_grid(values: Mapping[str, tuple[Any, ...]]) -> list[dict[str, Any]]
 
 def _autotuner_of(obj: Any) -> Any | None:
     """The ``triton.autotune`` object inside ``obj`` (under ``@triton.heuristics`` too), or None."""
-    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.autotuner import Autotuner  # here: Triton only once a kernel is looked at
 
     seen = 0
     while obj is not None and seen < 5:

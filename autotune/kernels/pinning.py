@@ -22,6 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.errors import AutotuneError
+from autotune.kernels.listing import ListedKernel, config_label, load_kernel
+
 __all__ = ["KernelWarning", "Launches", "TrialPins", "pin", "pin_measured", "pin_tuned", "pinned", "shape_key"]
 
 
@@ -125,8 +128,6 @@ class TrialPins:
     @classmethod
     def pin_all(cls, paths: Collection[str], params: Mapping[str, Any]) -> TrialPins:
         """Import each listed kernel and pin it; ``params`` holds their params among others."""
-        from autotune.kernels.listing import load_kernel
-
         pins = cls()
         for path in paths:
             kernel = load_kernel(path)
@@ -138,8 +139,6 @@ class TrialPins:
 
     def record(self) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """What the trial result carries: per kernel its config, launches and shape keys; and warnings."""
-        from autotune.kernels.listing import config_label
-
         kernels: dict[str, dict[str, Any]] = {}
         warned: list[str] = []
         for kernel, config, launches in self.pinned:
@@ -162,9 +161,6 @@ def pin_tuned(kernels: Mapping[str, Mapping[str, Any]]) -> None:
 
     A kernel that cannot be imported here warns (:class:`KernelWarning`) and is left as it is.
     """
-    from autotune.errors import AutotuneError
-    from autotune.kernels.listing import ListedKernel, load_kernel
-
     for path, tuned in kernels.items():
         if ":" not in path or "kwargs" not in tuned:
             continue  # the built-in matmul workload's block sizes, looked up with kernel_config()

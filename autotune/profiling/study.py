@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError
+from autotune.jobspec import TrialSpec
 from autotune.profiling.table import ProfiledTrial, markdown, render, speedup
 from autotune.records import StudyInfo
+from autotune.runner import TrialRunner
+from autotune.views.leaderboard import LeaderboardRow, leaderboard
 
 if TYPE_CHECKING:
     import optuna
 
-    from autotune.jobspec import TrialSpec
-    from autotune.runner import TrialRunner
     from autotune.space import Space
     from autotune.tracking import SweepTracker
-    from autotune.views.leaderboard import LeaderboardRow
 
 __all__ = ["DEFAULT_STEPS", "ProfileFailed", "StudyProfile", "pick_trials", "profile_study", "space_of"]
 
@@ -83,8 +83,6 @@ def _is_kernel_workload(info: StudyInfo, rows: list[LeaderboardRow]) -> bool:
 
 def pick_trials(study: optuna.Study, info: StudyInfo) -> tuple[LeaderboardRow, LeaderboardRow]:
     """The study's ok PyTorch-default trial and its winner; :class:`AutotuneError` when either is missing."""
-    from autotune.views.leaderboard import leaderboard
-
     name = study.study_name
     rows = leaderboard(study, info)
     if _is_kernel_workload(info, rows):
@@ -111,8 +109,6 @@ def space_of(info: StudyInfo) -> Space:
 
 
 def _spec(info: StudyInfo, space: Space, params: dict[str, Any], steps: int, folder: Path) -> TrialSpec:
-    from autotune.jobspec import TrialSpec
-
     return TrialSpec(
         info.workload,
         params,
@@ -140,8 +136,6 @@ def profile_study(
     Raises :class:`AutotuneError` when the study has nothing to profile and :class:`ProfileFailed`
     when a profile run fails.
     """
-    from autotune.runner import TrialRunner
-
     if steps < 1:
         raise AutotuneError(f"steps={steps} is not valid: expected a whole number >= 1")
     runner = runner or TrialRunner()

@@ -10,8 +10,10 @@ time and count in the budget).
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
@@ -127,10 +129,8 @@ class StudyInfo:
 
     def space(self) -> Space:
         """The study's space from the text stored on it: the file may have changed or moved since the sweep."""
-        # Imported here: loading a space is the one thing a record reader may ask that needs the space package.
-        import tempfile
-        from pathlib import Path
-
+        # Imported here: validating a space imports the workloads (and torch); only a caller that rebuilds the
+        # study's space pays for that, not every reader of its records.
         from autotune.space import load_space
 
         with tempfile.TemporaryDirectory() as folder:

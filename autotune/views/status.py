@@ -17,6 +17,7 @@ import optuna
 
 from autotune.errors import AutotuneError
 from autotune.records import StudyInfo, StudyRecords, Tally, TrialRecord, schema
+from autotune.storage.rdb import is_dead_local_worker
 from autotune.views.progress import format_duration, winner_text
 from autotune.views.text import format_params
 
@@ -78,8 +79,6 @@ class SweepStatus:
 
 
 def _running(records: StudyRecords, now: datetime) -> list[Running]:
-    from autotune.storage.rdb import is_dead_local_worker
-
     return [
         Running(
             record.number,

@@ -101,6 +101,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset
 
 from autotune.errors import AutotuneError
+from autotune.knobs import parse_bool
 from autotune.usermodules import import_user_module
 
 __all__ = [
@@ -204,8 +205,6 @@ def coerce_param(name: str, value: Any, default: Any) -> Any:
     """
     if not isinstance(value, str) or default is None or isinstance(default, str):
         return value
-    from autotune.knobs import parse_bool
-
     try:
         if isinstance(default, bool):
             if (parsed := parse_bool(value)) is None:
