@@ -34,6 +34,7 @@ from autotune.sweep.ending import sweep_ended
 from autotune.sweep.executors import replay_executor, trial_executor
 from autotune.sweep.finishing import Finishing, pause
 from autotune.sweep.fulldisk import GuardedRecorder
+from autotune.sweep.informed import InformedStart
 from autotune.sweep.lease import open_leases
 from autotune.sweep.options import Executor, SweepOptions, SweepSummary
 from autotune.sweep.orphans import OrphanWatch
@@ -99,6 +100,7 @@ class Sweep:
         leases = open_leases(storage, study)
         self.orphans = OrphanWatch(study, storage, leases, progress, self.proposer.worker)
         self.finishing = Finishing(self.ctx, leases, self.orphans, self.signals, self.proposer.worker)
+        self.informed = InformedStart(self.ctx, leases, self.proposer.worker)  # queued once the default is measured
         self._waiting = False  # for other workers' trials that take the rest of the budget (said once per wait)
 
     def run(self) -> SweepSummary:
@@ -153,6 +155,7 @@ class Sweep:
                     self._wait_for_others()
                     continue
                 self._waiting = False
+                self.informed.queue()
                 skips = 0 if self.one_trial() else skips + 1
 
     def _join(self) -> str:
@@ -197,6 +200,8 @@ class Sweep:
                     proposal = self.proposer.propose(trial)
                     chosen = proposal.kind is TrialKind.MEASURED
                     label = _label(trial.number, proposal.params)
+                    if ctx.records.trial(trial.number).informed:
+                        label = f"informed start: {label}"
                     ctx.progress.started(label)
                     result = proposal.answer or self._measure(proposal)
             except Interrupted as stop:

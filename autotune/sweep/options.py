@@ -43,6 +43,8 @@ class SweepOptions:
     gpus: tuple[str, ...] = ()
     # Another study of the same storage whose measured trials the sampler starts from (autotune.evidence).
     warm_start: str | None = None
+    # After the default, measure what an expert would try first on this device (autotune.sweep.informed).
+    informed_start: bool = True
 
     def __post_init__(self) -> None:
         if self.profile_steps < 0:
