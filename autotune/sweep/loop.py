@@ -46,6 +46,7 @@ from autotune.sweep.requeue import record_interrupted
 from autotune.sweep.setup import enqueue_first_trials, open_study, study_info, trial_budget
 from autotune.sweep.storage import close_storage, heartbeat, quiet_optuna, worker_id
 from autotune.sweep.summary import summarize
+from autotune.sweep.timelimit import TimeLimit
 
 __all__ = ["MAX_SKIPS_IN_A_ROW", "Role", "Sweep", "run_sweep"]
 
@@ -87,6 +88,7 @@ class Sweep:
         records = StudyRecords.read(study, info)
         self.ctx = SweepContext(space, options, study, storage, info, records, executor, progress, tracker)
         self.budget, self.deadline = trial_budget(space, options)
+        self.time_limit = TimeLimit.of(self.deadline, space, options)
         self.proposer = Proposer(study, space, records, worker or worker_id(), self.budget)
         # A full disk neither loses the trial it measured nor leaves it RUNNING (autotune/sweep/fulldisk.py).
         self.recorder = GuardedRecorder(Recorder(study, space, info.objectives, records, tracker), self.ctx)
@@ -244,8 +246,8 @@ class Sweep:
             return exhausted
         if self.budget is not None and len(records.measured) >= self.budget:
             return f"budget of {self.budget} measured trials reached"
-        if self.deadline is not None and time.time() >= self.deadline:
-            return "sweep time limit reached"
+        if over := self.time_limit.search_over(records):  # the limit, less what the finishing stages will take
+            return over
         if patience and records.trials_since_best() >= patience:
             return f"no improvement of the ranked {records.metric} in the last {patience} measured trials"
         if skips >= MAX_SKIPS_IN_A_ROW:
