@@ -35,6 +35,7 @@ every point anyway).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from typing import Any
 from optuna.trial import TrialState
 
 from autotune.errors import first_line
+from autotune.interrupts import StopSignals
 from autotune.records import TrialRecord, schema
 from autotune.records.trial import finite, is_informed
 from autotune.results import Status
@@ -84,6 +86,7 @@ class DeviceFacts:
     four_d_weights: bool | None = None  # None: not asked (the space does not search memory_format), or unknown
     workload_choices: dict[str, Any] = field(default_factory=dict)
     cpus: int = 1
+    layout_error: str | None = None  # why the model's weights could not be looked at (memory_format then stays)
 
     @property
     def gpu(self) -> bool:
@@ -314,9 +317,7 @@ def probe_device(space: Space, options: SweepOptions, default_params: dict[str, 
         raise ProbeFailed(f"no answer within {PROBE_TIMEOUT_S:g} s")
     if outcome.failure is not None:
         raise ProbeFailed(f"the process {outcome.failure}")
-    data = dict(outcome.value)
-    data.pop("layout_error", None)
-    return DeviceFacts(**data)
+    return DeviceFacts(**outcome.value)
 
 
 # -- once per study -----------------------------------------------------------------------------------------------
@@ -325,10 +326,13 @@ def probe_device(space: Space, options: SweepOptions, default_params: dict[str, 
 class InformedStart:
     """One worker's part in the study's informed start (see the module docstring): :meth:`queue` before each ask."""
 
-    def __init__(self, ctx: SweepContext, leases: LeaseTable | None, worker: str) -> None:
+    def __init__(
+        self, ctx: SweepContext, leases: LeaseTable | None, worker: str, signals: StopSignals | None = None
+    ) -> None:
         self.ctx = ctx
         self.leases = leases
         self.worker = worker
+        self.signals = signals  # a stop signal ends the wait for the device's answer at once
         options, space = ctx.options, ctx.space
         off = not options.informed_start or options.replay is not None or space.sampler.name == "grid"
         self._settled = off  # nothing more for this worker to do
@@ -364,7 +368,8 @@ class InformedStart:
     def _decide(self, default: TrialRecord) -> None:
         ctx = self.ctx
         try:
-            facts = probe_device(ctx.space, ctx.options, default.params)
+            with self.signals.interruptible() if self.signals is not None else contextlib.nullcontext():
+                facts = probe_device(ctx.space, ctx.options, default.params)
         except ProbeFailed as exc:
             self._none(f"the device could not be asked: {exc}")
             return
@@ -384,6 +389,8 @@ class InformedStart:
         ctx.study.enqueue_trial(ctx.space.optuna_params(expert.params), user_attrs={schema.ATTR_INFORMED: True})
         number = self._queued_number()
         why = f"{on}: {expert.describe()}"
+        if facts.layout_error:
+            why += f" (memory_format kept: the workload could not be built on the meta device: {facts.layout_error})"
         ctx.study.set_user_attr(schema.STUDY_ATTR_INFORMED, {"trial": number, "params": expert.params, "why": why})
         ctx.records.refresh()
         ctx.progress.message(f"informed start: trial {number} measures what an expert would try first {why}")

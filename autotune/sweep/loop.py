@@ -102,7 +102,8 @@ class Sweep:
         leases = open_leases(storage, study)
         self.orphans = OrphanWatch(study, storage, leases, progress, self.proposer.worker)
         self.finishing = Finishing(self.ctx, leases, self.orphans, self.signals, self.proposer.worker)
-        self.informed = InformedStart(self.ctx, leases, self.proposer.worker)  # queued once the default is measured
+        # Queued once the default is measured (autotune/sweep/informed.py).
+        self.informed = InformedStart(self.ctx, leases, self.proposer.worker, self.signals)
         self._waiting = False  # for other workers' trials that take the rest of the budget (said once per wait)
 
     def run(self) -> SweepSummary:
