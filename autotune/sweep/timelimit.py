@@ -4,9 +4,9 @@ A time limit (``budget.timeout``, ``--timeout``) bounds the whole sweep, as near
 trials can tell what is left to do. The search stops once the time left is what the finishing stages
 are expected to take, and a typical search trial (:meth:`TimeLimit.search_over`): re-measuring the top
 (``--remeasure-top``, each run compiling from the study's cache), then the finalists and their own
-re-measurement. And the
-finalists stage starts a finalist only when it is expected to end, re-measurement included, before the
-limit (:func:`finalist_estimate`); one that is not says so in one line.
+re-measurement. And the finalists stage starts a finalist only when it is expected to end, its
+re-measurement included, before the limit (:func:`finalist_estimate`); one that is not says so in one
+line. Re-measurements are never skipped (they decide the winner), nor is the report.
 
 The estimates come from the study: a trial's measuring time is its duration less its compile; a
 finalist compiles as its search trial did (or as the study's median cold compile, when that is
