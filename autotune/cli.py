@@ -164,6 +164,11 @@ def validate(space_file: Path) -> None:
     help="Start the sampler from STUDY's measured trials (same storage): evidence, never trials of this study.",
 )
 @click.option(
+    "--no-informed-start",
+    is_flag=True,
+    help="Do not measure, after the default, the configuration an expert would try first on this device.",
+)
+@click.option(
     "--gpus",
     metavar="LIST",
     help="One worker per GPU, one study: 0,1,2,3 (nvidia-smi numbering) or all. With --device cpu, CPU workers.",
@@ -187,6 +192,7 @@ def sweep(
     prune_below: float,
     profile: bool,
     warm_start: str | None,
+    no_informed_start: bool,
     gpus: str | None,
 ) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
@@ -215,6 +221,7 @@ def sweep(
         profile_steps=DEFAULT_STEPS if profile else 0,
         gpus=parse_gpus(gpus) if gpus else (),
         warm_start=warm_start,
+        informed_start=not no_informed_start,
     )
     summary = run_sweep(space, options)
     click.echo(summary_text(summary, storage))

@@ -27,6 +27,7 @@ __all__ = [
     "ATTR_DUPLICATE_OF",
     "ATTR_FINALIST_OF",
     "ATTR_GPU",
+    "ATTR_INFORMED",
     "ATTR_INPUT_BOUND",
     "ATTR_KIND",
     "ATTR_MLFLOW_RUN",
@@ -40,6 +41,7 @@ __all__ = [
     "INTERRUPTED",
     "STUDY_ATTR_FINISHED",
     "STUDY_ATTR_INFO",
+    "STUDY_ATTR_INFORMED",
     "STUDY_ATTR_PROFILED",
     "STUDY_ATTR_WARM_START",
     "STUDY_ATTR_WINNER",
@@ -56,6 +58,9 @@ ATTR_KIND = "autotune.kind"  # a TrialKind
 ATTR_STATUS = "autotune.views.status"  # the result's status, or "interrupted"
 ATTR_REASON = "autotune.reason"
 ATTR_DEFAULT = "autotune.default"  # the PyTorch-default configuration, enqueued first: the yardstick of speedup
+# The informed start (autotune.sweep.informed): what an expert would try first on this device, queued once the
+# default is measured.
+ATTR_INFORMED = "autotune.informed"
 ATTR_WORKER = "autotune.worker"  # host:pid of the worker running the trial
 ATTR_GPU = "autotune.gpu"  # the GPU a worker pinned its trial to, where the sweep records one
 ATTR_VIOLATION = "autotune.violation"  # > 0: infeasible (OOM, rejected, a metric constraint broken)
@@ -69,6 +74,9 @@ INTERRUPTED = "interrupted"  # the autotune.views.status of a trial stopped by a
 STUDY_ATTR_INFO = "autotune.info"  # a StudyInfo as a dict
 # {"study": name, "trials": n, "skipped": m}: the study whose trials the sampler started from (--warm-start).
 STUDY_ATTR_WARM_START = "autotune.warm_start"
+# The informed start's decision, taken once per study: {"trial": n, "params": {...}, "why": "..."} when it was
+# queued, {"none": reason} when nothing was (the default's configuration already, measured already, ...).
+STUDY_ATTR_INFORMED = "autotune.informed_start"
 # {"default": n, "winner": m}: the trials the last finished profile compared.
 STUDY_ATTR_PROFILED = "autotune.profiled"
 # {"measured": n, "by": "host:pid"}: the last finishing stages that completed began over n measured trials.

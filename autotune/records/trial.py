@@ -21,7 +21,7 @@ from autotune.records import schema
 from autotune.records.schema import TrialKind
 from autotune.results import Status, TrialResult
 
-__all__ = ["Remeasurement", "TrialRecord", "finite", "is_default", "read_trial"]
+__all__ = ["Remeasurement", "TrialRecord", "finite", "is_default", "is_informed", "read_trial"]
 
 # What a record that has no result says of itself.
 RUNNING, WAITING, ABANDONED = "running", "waiting", "abandoned"
@@ -111,6 +111,7 @@ class TrialRecord:
     ended: datetime | None = None
     mlflow_run_id: str | None = None
     trial_id: int | None = None  # the storage's id of the trial: for a writer that must act on it (fail, requeue)
+    informed: bool = False  # the informed start: what an expert would try first here (autotune.sweep.informed)
 
     # -- what the trial was --------------------------------------------------------------------
     @property
@@ -240,6 +241,11 @@ def is_default(trial: FrozenTrial) -> bool:
     return bool(trial.user_attrs.get(schema.ATTR_DEFAULT))
 
 
+def is_informed(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` is (or is a queued copy of) the informed start, for code that holds Optuna's trial."""
+    return bool(trial.user_attrs.get(schema.ATTR_INFORMED))
+
+
 def read_trial(
     trial: FrozenTrial, objectives: Sequence[tuple[str, str]], remeasured: Mapping[str, Any] | None = None
 ) -> TrialRecord:
@@ -273,4 +279,5 @@ def read_trial(
         ended=trial.datetime_complete,
         mlflow_run_id=attrs.get(schema.ATTR_MLFLOW_RUN),
         trial_id=trial._trial_id,
+        informed=bool(attrs.get(schema.ATTR_INFORMED)),
     )

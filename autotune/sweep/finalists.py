@@ -9,9 +9,12 @@ knob, and ``compile_mode`` when the section gives one) as a new measured trial o
 It ranks in the leaderboard like any trial, and exports like any trial: the knob goes to
 ``torch.compile`` in production as it did in the trial.
 
-Limits: the stage runs at most ``top`` trials, each within the space's ``trial_timeout``, and starts
-none once the sweep's time limit has passed. They are measured trials of the study: a resumed sweep
-counts them in its budget and does not run them again, nor one another worker already ran or runs.
+Limits: the stage runs at most ``top`` trials, each within the space's ``trial_timeout``. Under a time
+limit it starts a finalist only when the finalist, and its re-measurement, are expected to end before
+the limit (:mod:`autotune.sweep.timelimit`, which also has the search leave the finishing stages their
+time); one that is not expected to is not started, with one line saying why. They are measured trials
+of the study: a resumed sweep counts them in its budget and does not run them again, nor one another
+worker already ran or runs.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from autotune.sweep.context import SweepContext
 from autotune.sweep.proposals import Proposal
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.requeue import record_interrupted
+from autotune.sweep.timelimit import finalist_estimate, finalist_sources
+from autotune.views.progress import format_duration
 
 __all__ = ["Finalists"]
 
@@ -47,30 +52,31 @@ class Finalists:
 
     def run(self, ctx: SweepContext) -> None:
         ctx.records.refresh()
-        for source in self._sources(ctx):
+        for source in finalist_sources(ctx.records, self.spec):
             params = {**source.params, **self.overrides}
             if ctx.records.measured_with(params) is not None:
                 continue  # tried already: by an earlier run of this sweep, or by another worker (now or before)
             if self.deadline is not None and time.time() >= self.deadline:
                 ctx.progress.message("finalists: the sweep's time limit has passed; no finalist started")
                 return
-            self._try(ctx, source, params)
+            if self._fits(ctx, source):
+                self._try(ctx, source, params)
 
-    def _sources(self, ctx: SweepContext) -> list[TrialRecord]:
-        """The best ranked search trials (finalists left out) that the overrides change.
-
-        Without a compile mode of its own, the stage passes over eager configurations: Inductor
-        options would change nothing there.
-        """
-        sources = []
-        for record in ctx.records.ranked:
-            if record.finalist_of is not None:
-                continue
-            if "compile_mode" not in self.overrides and record.params.get("compile_mode", "none") == "none":
-                continue
-            if {**record.params, **self.overrides} != record.params:
-                sources.append(record)
-        return sources[: self.spec.top]
+    def _fits(self, ctx: SweepContext, source: TrialRecord) -> bool:
+        """Whether ``source``'s finalist (and its re-measurement) is expected to end before the time limit; if not,
+        say so."""
+        if self.deadline is None:
+            return True
+        runs = ctx.options.remeasure_repeats if ctx.options.remeasure_top else 0
+        need = finalist_estimate(source, self.spec, ctx.records, runs)
+        left = self.deadline - time.time()
+        if need.seconds <= left:
+            return True
+        ctx.progress.message(
+            f"finalists: trial {source.number} again with {_describe(self.overrides)} not started: it needs about "
+            f"{format_duration(need.seconds)} ({need.why}), {format_duration(left)} left of the sweep's time limit"
+        )
+        return False
 
     def _try(self, ctx: SweepContext, source: TrialRecord, params: dict[str, Any]) -> None:
         trial = _new_trial(ctx, source, params)

@@ -162,7 +162,9 @@ def run_on_gpus(space: Space, options: SweepOptions, progress: Progress) -> Swee
     started = time.time()
     device_type = _device_type(space, options)
     budget, measured = prepare_study(space, options)
-    progress.budget, progress.deadline = budget, trial_budget(space, options)[1]
+    # One time limit for the whole sweep: every worker, the finishing one started after the search too, ends by it.
+    options = replace(options, deadline=trial_budget(space, options)[1])
+    progress.budget, progress.deadline = budget, options.deadline
     progress.done, progress.workers = measured, len(options.gpus)
     orchestra = _Orchestra()
     kind = "gpu" if device_type == "cuda" else "cpu"

@@ -32,6 +32,7 @@ from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.ending import sweep_ended
 from autotune.sweep.finishing import Finishing, pause
 from autotune.sweep.fulldisk import GuardedRecorder
+from autotune.sweep.informed import InformedStart
 from autotune.sweep.lease import open_leases
 from autotune.sweep.options import Executor, SweepOptions, SweepSummary
 from autotune.sweep.orphans import OrphanWatch
@@ -42,6 +43,7 @@ from autotune.sweep.remeasure import Remeasure
 from autotune.sweep.requeue import record_interrupted
 from autotune.sweep.setup import enqueue_first_trials, open_study, study_info, trial_budget
 from autotune.sweep.summary import summarize
+from autotune.sweep.timelimit import TimeLimit
 from autotune.sweep.workerevents import Role
 from autotune.views.progress import Progress, winner_text
 
@@ -84,6 +86,7 @@ class Sweep:
         records = StudyRecords.read(study, info)
         self.ctx = SweepContext(space, options, study, storage, info, records, executor, progress, tracker)
         self.budget, self.deadline = trial_budget(space, options)
+        self.time_limit = TimeLimit.of(self.deadline, space, options)
         self.proposer = Proposer(study, space, records, worker or worker_id(), self.budget)
         # A full disk neither loses the trial it measured nor leaves it RUNNING (autotune/sweep/fulldisk.py).
         self.recorder = GuardedRecorder(Recorder(study, space, info.objectives, records, tracker), self.ctx)
@@ -97,6 +100,8 @@ class Sweep:
         leases = open_leases(storage, study)
         self.orphans = OrphanWatch(study, storage, leases, progress, self.proposer.worker)
         self.finishing = Finishing(self.ctx, leases, self.orphans, self.signals, self.proposer.worker)
+        # Queued once the default is measured (autotune/sweep/informed.py).
+        self.informed = InformedStart(self.ctx, leases, self.proposer.worker, self.signals)
         self._waiting = False  # for other workers' trials that take the rest of the budget (said once per wait)
 
     def run(self) -> SweepSummary:
@@ -151,6 +156,7 @@ class Sweep:
                     self._wait_for_others()
                     continue
                 self._waiting = False
+                self.informed.queue()
                 skips = 0 if self.one_trial() else skips + 1
 
     def _join(self) -> str:
@@ -195,6 +201,8 @@ class Sweep:
                     proposal = self.proposer.propose(trial)
                     chosen = proposal.kind is TrialKind.MEASURED
                     label = _label(trial.number, proposal.params)
+                    if ctx.records.trial(trial.number).informed:
+                        label = f"informed start: {label}"
                     ctx.progress.started(label)
                     result = proposal.answer or self._measure(proposal)
             except Interrupted as stop:
@@ -237,8 +245,8 @@ class Sweep:
             return exhausted
         if self.budget is not None and len(records.measured) >= self.budget:
             return f"budget of {self.budget} measured trials reached"
-        if self.deadline is not None and time.time() >= self.deadline:
-            return "sweep time limit reached"
+        if over := self.time_limit.search_over(records):  # the limit, less what the finishing stages will take
+            return over
         if patience and records.trials_since_best() >= patience:
             return f"no improvement of the ranked {records.metric} in the last {patience} measured trials"
         if skips >= MAX_SKIPS_IN_A_ROW:

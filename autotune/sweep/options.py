@@ -43,6 +43,11 @@ class SweepOptions:
     gpus: tuple[str, ...] = ()
     # Another study of the same storage whose measured trials the sampler starts from (autotune.search.evidence).
     warm_start: str | None = None
+    # After the default, measure what an expert would try first on this device (autotune.sweep.informed).
+    informed_start: bool = True
+    # The sweep's end (time.time()), where one process set it for others: a --gpus orchestrator for its workers,
+    # so that a worker started later (the finishing one) keeps the sweep's time limit. None: now + the timeout.
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         if self.profile_steps < 0:

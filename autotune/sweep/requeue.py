@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from autotune.records import schema
-from autotune.records.trial import is_default
+from autotune.records.trial import is_default, is_informed
 from autotune.storage.rdb import quiet_optuna
 
 __all__ = ["record_interrupted"]
@@ -36,7 +36,8 @@ def record_interrupted(study: optuna.Study, trial: Trial, signame: str, *, queue
 
 
 def _queue_again(study: optuna.Study, trial: FrozenTrial) -> None:
-    """A WAITING copy of ``trial``: its params, whether it is the default, and Optuna's retry bookkeeping.
+    """A WAITING copy of ``trial``: its params, whether it is the default or the informed start, and Optuna's
+    retry bookkeeping.
 
     Not the sampler's own state on the trial (CMA-ES's generation): the copy's params were not its draw.
     """
@@ -45,6 +46,8 @@ def _queue_again(study: optuna.Study, trial: FrozenTrial) -> None:
     user_attrs: dict[str, Any] = {}
     if is_default(trial):
         user_attrs[schema.ATTR_DEFAULT] = True  # the leaderboard's baseline stays the default configuration
+    if is_informed(trial):
+        user_attrs[schema.ATTR_INFORMED] = True  # the informed start stays marked, and is queued once
     study.add_trial(
         optuna.create_trial(
             state=TrialState.WAITING,

@@ -168,11 +168,14 @@ def _check_same_study(study: optuna.Study, info: StudyInfo, storage: str) -> Non
 
 
 def trial_budget(space: Space, options: SweepOptions) -> tuple[int | None, float | None]:
-    """Measured trials in all (None: no limit) and the wall-clock deadline (None: none)."""
+    """Measured trials in all (None: no limit) and the wall-clock deadline (None: none): ``options.deadline``
+    where a process set it for the sweep (a ``--gpus`` orchestrator), else the time limit from now."""
     budget = options.n_trials or space.budget.trials
     timeout = options.timeout_s or space.budget.timeout_s
     if budget is None and timeout is None:
         budget = DEFAULT_TRIALS
+    if options.deadline is not None:
+        return budget, options.deadline
     return budget, time.time() + timeout if timeout else None
 
 

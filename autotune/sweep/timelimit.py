@@ -1,0 +1,216 @@
+"""A sweep's time limit, finishing stages included: what the search leaves them, and what a finalist needs.
+
+A time limit (``budget.timeout``, ``--timeout``) bounds the whole sweep, as nearly as the study's own
+trials can tell what is left to do. The search stops once the time left is what the finishing stages
+are expected to take, and a typical search trial (:meth:`TimeLimit.search_over`): re-measuring the top
+(``--remeasure-top``, each run compiling from the study's cache), then the finalists and their own
+re-measurement. And the finalists stage starts a finalist only when it is expected to end, its
+re-measurement included, before the limit (:func:`finalist_estimate`); one that is not says so in one
+line. Re-measurements are never skipped (they decide the winner), nor is the report.
+
+The estimates come from the study: a trial's measuring time is its duration less its compile; a
+finalist compiles as its search trial did (or as the study's median cold compile, when that is
+longer: a search trial may have compiled from the cache) times what its options cost. That cost is
+the ratio a finalist of this study already showed, else a measured factor (:data:`OPTION_COMPILE_FACTOR`).
+The search keeps at most half of the time limit for the finishing stages: a limit too short for its
+finalists spends its first half searching, and the finalists that do not fit are not started.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+from autotune.records import StudyRecords, TrialRecord
+from autotune.space import Space
+from autotune.space.settings import FinalistsSpec
+from autotune.sweep.options import SweepOptions
+from autotune.views.progress import format_duration
+
+__all__ = [
+    "CACHED_COMPILE",
+    "MAX_RESERVE_SHARE",
+    "MODE_COMPILE_FACTOR",
+    "OPTION_COMPILE_FACTOR",
+    "Estimate",
+    "TimeLimit",
+    "finalist_estimate",
+    "finalist_sources",
+]
+
+# A finalist's compile over its search trial's, per Inductor option, as measured on an H100 (BENCHMARKS.md):
+# coordinate_descent_tuning 148.4 s against 25.1 s for GPT-2 (5.9x), 234.5 s against 47.2 s for ResNet-50 (5.0x);
+# max-autotune 240 s on a vision transformer whose default compile took about 33 s (7.3x, an H200).
+OPTION_COMPILE_FACTOR = {"coordinate_descent_tuning": 6.0, "max_autotune": 8.0}
+MODE_COMPILE_FACTOR = {"max-autotune": 8.0, "max-autotune-no-cudagraphs": 8.0}
+# A compile from the study's cache over a cold one: GPT-2 on an H100, 2.4 s against 25.1 s (README, Compile time).
+CACHED_COMPILE = 0.1
+MAX_RESERVE_SHARE = 0.5  # of the time limit, at most, kept from the search for the finishing stages
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Seconds a piece of finishing work is expected to take, and how that was reckoned (for its line)."""
+
+    seconds: float
+    why: str
+
+
+def finalist_sources(records: StudyRecords, spec: FinalistsSpec) -> list[TrialRecord]:
+    """The best ranked search trials (finalists left out) that ``spec``'s overrides change: the finalists' sources.
+
+    Without a compile mode of its own, the stage passes over eager configurations: Inductor
+    options would change nothing there.
+    """
+    overrides = spec.knob_overrides()
+    sources = []
+    for record in records.ranked:
+        if record.finalist_of is not None:
+            continue
+        if "compile_mode" not in overrides and record.params.get("compile_mode", "none") == "none":
+            continue
+        if {**record.params, **overrides} != record.params:
+            sources.append(record)
+    return sources[: spec.top]
+
+
+def _measuring_s(record: TrialRecord) -> float:
+    """The part of ``record``'s trial that was not compiling: start-up, warm-up, the timed window."""
+    return max(0.0, record.duration_s - record.compile_s)
+
+
+def _cold_compile_s(records: StudyRecords) -> float | None:
+    """The median compile of the study's compiled search trials (None before one compiled)."""
+    seconds = [r.compile_s for r in records.measured if r.compiled and r.compile_s > 0 and r.finalist_of is None]
+    return statistics.median(seconds) if seconds else None
+
+
+def _base_compile_s(record: TrialRecord, cold: float | None) -> float:
+    """What compiling ``record``'s graph costs without a cache: its own compile, or the study's median if longer;
+    for an eager trial the study's median, else its whole duration (nothing better is known)."""
+    if record.compiled:
+        return max(record.compile_s, cold or 0.0)
+    return cold if cold is not None else record.duration_s
+
+
+def _table_factor(spec: FinalistsSpec) -> tuple[float, str]:
+    """The compile factor of ``spec``'s options from the measured table: 1 plus each costly option's extra."""
+    extra, named = 0.0, []
+    for option, value in spec.inductor.items():
+        if value is True and option in OPTION_COMPILE_FACTOR:
+            extra += OPTION_COMPILE_FACTOR[option] - 1
+            named.append(option)
+    if spec.compile_mode in MODE_COMPILE_FACTOR:
+        extra += MODE_COMPILE_FACTOR[spec.compile_mode] - 1
+        named.append(f"compile_mode={spec.compile_mode}")
+    return 1.0 + extra, ", ".join(named) or "its options"
+
+
+def compile_factor(spec: FinalistsSpec, records: StudyRecords) -> tuple[float, str]:
+    """How much longer a finalist compiles than its search trial: as this study's finalists did (the largest
+    ratio), else by the measured table; and in words."""
+    cold = _cold_compile_s(records)
+    seen = []
+    for record in records.measured:
+        if record.finalist_of is None or not record.compiled or record.compile_s <= 0:
+            continue
+        try:
+            source = records.trial(record.finalist_of)
+        except KeyError:
+            continue
+        base = _base_compile_s(source, cold)
+        if base > 0:
+            seen.append((record.compile_s / base, record.number))
+    if seen:
+        ratio, number = max(seen)
+        return ratio, f"as finalist trial {number} did"
+    factor, named = _table_factor(spec)
+    return factor, f"for {named}"
+
+
+def finalist_estimate(
+    source: TrialRecord, spec: FinalistsSpec, records: StudyRecords, remeasure_runs: int = 0
+) -> Estimate:
+    """What ``source``'s finalist is expected to take: its trial (measuring as ``source`` did, compiling its
+    graph times :func:`compile_factor`) and ``remeasure_runs`` re-measurements of it from the study's cache."""
+    factor, how = compile_factor(spec, records)
+    compile_s = _base_compile_s(source, _cold_compile_s(records)) * factor
+    measuring = _measuring_s(source)
+    run_s = measuring + CACHED_COMPILE * compile_s
+    seconds = measuring + compile_s + remeasure_runs * run_s
+    why = f"compiling about {format_duration(compile_s)} (x{factor:.3g} {how}), measuring {format_duration(measuring)}"
+    if remeasure_runs:
+        why += f", {remeasure_runs} re-measurements {format_duration(remeasure_runs * run_s)}"
+    return Estimate(seconds, why)
+
+
+def remeasure_run_s(record: TrialRecord, records: StudyRecords) -> float:
+    """One re-measurement run of ``record``: its measuring, and its compile again from the study's cache; or what
+    its earlier re-measurements took, where it has them."""
+    again = record.remeasured
+    if again is not None and again.seconds and again.values:
+        return again.seconds / len(again.values)
+    compile_s = _base_compile_s(record, _cold_compile_s(records)) if record.compiled else 0.0
+    return _measuring_s(record) + CACHED_COMPILE * compile_s
+
+
+def _typical_trial_s(records: StudyRecords) -> float:
+    """The median duration of the study's measured search trials: what the next one is expected to take."""
+    seconds = [r.duration_s for r in records.measured if r.finalist_of is None]
+    return statistics.median(seconds) if seconds else 0.0
+
+
+class TimeLimit:
+    """A sweep's time limit: ``deadline`` (``time.time()``; None: none) of a limit ``limit_s`` seconds long."""
+
+    def __init__(self, deadline: float | None, limit_s: float | None, space: Space, options: SweepOptions) -> None:
+        self.deadline = deadline
+        self.limit_s = limit_s
+        self.space = space
+        self.options = options
+
+    @classmethod
+    def of(cls, deadline: float | None, space: Space, options: SweepOptions) -> TimeLimit:
+        return cls(deadline, options.timeout_s or space.budget.timeout_s, space, options)
+
+    @property
+    def remeasure_runs(self) -> int:
+        """Re-measurement runs per re-measured trial (0: the sweep does not re-measure)."""
+        return self.options.remeasure_repeats if self.options.remeasure_top else 0
+
+    def reserve(self, records: StudyRecords) -> float:
+        """Seconds the finishing stages are expected to take, from what the study holds now; at most
+        :data:`MAX_RESERVE_SHARE` of the limit. None of it with ``--replay`` (nothing runs after the search)."""
+        if self.options.replay is not None:
+            return 0.0
+        total = 0.0
+        if self.remeasure_runs:
+            for record in records.ranked[: self.options.remeasure_top]:
+                if record.remeasured is None:
+                    total += self.remeasure_runs * remeasure_run_s(record, records)
+        spec = self.space.finalists
+        if spec is not None:
+            overrides = spec.knob_overrides()
+            for source in finalist_sources(records, spec):
+                if records.measured_with({**source.params, **overrides}) is None:
+                    total += finalist_estimate(source, spec, records, self.remeasure_runs).seconds
+        cap = MAX_RESERVE_SHARE * self.limit_s if self.limit_s else total
+        return min(total, cap)
+
+    def search_over(self, records: StudyRecords, now: float | None = None) -> str | None:
+        """Why the search stops for time: the limit passed, or the time left is what the finishing stages need and
+        a typical search trial (the next one would eat into their time); else None. With no finishing stages to
+        wait for, the search starts trials until the limit, as it always has."""
+        if self.deadline is None:
+            return None
+        now = time.time() if now is None else now
+        if now >= self.deadline:
+            return "sweep time limit reached"
+        reserve = self.reserve(records)
+        if reserve > 0 and now + _typical_trial_s(records) + reserve >= self.deadline:
+            return (
+                f"sweep time limit reached, less the {format_duration(reserve)} kept for the finishing stages "
+                "(re-measuring, finalists)"
+            )
+        return None

@@ -1,0 +1,66 @@
+"""What the informed start asks in a trial process: the device's facts and the workload's own first choices.
+
+Run through :meth:`autotune.runner.TrialRunner.call` (a child of the trial server, which has torch imported), so
+the sweep's process never touches CUDA or runs the workload's code; only plain data comes back.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from autotune import workloads
+from autotune.errors import first_line
+
+__all__ = ["WORKLOAD_ATTR", "device_facts"]
+
+WORKLOAD_ATTR = "informed_start"  # a build function's {param: value}: what an expert picks on a GPU
+
+
+def _cpu_has_amx() -> bool:
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        return False
+    return "amx_bf16" in flags.split()
+
+
+def _host_memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def device_facts(
+    workload: str, preset: str, args: dict[str, Any], params: dict[str, Any], device_name: str, layout: bool
+) -> dict[str, Any]:
+    """In a trial process: the device's facts, the workload's own choices and (``layout``) whether its model has
+    4-D weights, built on the meta device with ``params`` (no memory, no weights). Returns plain data."""
+    if device_name == "auto":
+        device_name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device_name)
+    facts: dict[str, Any] = {"device": device.type, "cpus": len(os.sched_getaffinity(0))}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        facts |= {"name": props.name, "memory_gib": props.total_memory / 2**30, "bf16": torch.cuda.is_bf16_supported()}
+    else:
+        facts |= {"name": "CPU", "memory_gib": _host_memory_gib(), "bf16": _cpu_has_amx()}
+    build = workloads.resolve(workload)
+    facts["workload_choices"] = dict(getattr(build, WORKLOAD_ATTR, None) or {})
+    if layout:
+        try:
+            accepted = workloads.workload_params(build)
+            own = {name: value for name, value in params.items() if name in accepted}
+            made = workloads.build(workload, preset, {**args, **own}, torch.device("meta"))
+            model = getattr(made, "model", None)
+            facts["four_d_weights"] = model is not None and any(p.dim() == 4 for p in model.parameters())
+        except Exception as exc:  # the workload cannot be built on meta: say so, choose without it
+            facts["layout_error"] = f"{type(exc).__name__}: {first_line(exc)}"
+    return facts

@@ -1,0 +1,216 @@
+"""A sweep's time limit covers its finishing stages: what a finalist is expected to take, what the search leaves
+them, finalists that do not fit, one limit for every --gpus worker; and the study's compile cache reaching every
+run of a configuration, re-measurements and finalists included. Fake executors and runners: nothing compiles."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import FrozenTrial, TrialState
+from recorded_studies import make_info, make_study, trial_attrs
+
+from autotune.jobspec import Pruning, TrialSpec
+from autotune.records import StudyRecords, schema
+from autotune.results import Status, TrialResult
+from autotune.space import load_space
+from autotune.space.settings import FinalistsSpec
+from autotune.sweep import Sweep, SweepOptions, run_sweep
+from autotune.sweep.setup import trial_budget
+from autotune.sweep.timelimit import TimeLimit, finalist_estimate
+from autotune.trial.compilecache import study_cache_dir
+from autotune.views.progress import Progress
+
+CDT = FinalistsSpec(top=1, inductor={"coordinate_descent_tuning": True})
+INFO = make_info()
+
+
+def add(
+    study: optuna.Study, mode: str, seconds: float, compile_s: float, value: float, finalist_of: int | None = None
+) -> int:
+    """A measured trial that lasted ``seconds``, ``compile_s`` of them compiling (under ``mode``)."""
+    params = {"compile_mode": mode, "batch_size": len(study.trials) + 1}
+    result = TrialResult(Status.OK, None, params, {"throughput": value, "compile_s": compile_s})
+    attrs = trial_attrs(result)
+    if finalist_of is not None:
+        attrs[schema.ATTR_FINALIST_OF] = finalist_of
+        attrs[schema.ATTR_PARAMS] = {**params, "inductor": "coordinate_descent_tuning=true"}
+    start = datetime(2026, 11, 25, 12, 0, 0)
+    study.add_trial(
+        FrozenTrial(
+            number=0,
+            state=TrialState.COMPLETE,
+            value=None,
+            values=[value],
+            datetime_start=start,
+            datetime_complete=start + timedelta(seconds=seconds),
+            params={},
+            distributions={},
+            user_attrs=attrs,
+            system_attrs={},
+            intermediate_values={},
+            trial_id=0,
+        )
+    )
+    return len(study.trials) - 1
+
+
+def records(study: optuna.Study) -> StudyRecords:
+    return StudyRecords.read(study, INFO)
+
+
+def test_a_finalist_needs_its_measuring_its_options_compile_and_its_remeasurements() -> None:
+    study = make_study(None, INFO)
+    source = add(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
+    found = records(study)
+    estimate = finalist_estimate(found.trial(source), CDT, found, remeasure_runs=3)
+    # 25 s measuring + 25 s x 6 compiling; each re-measurement 25 s + a tenth of that compile, from the cache.
+    assert estimate.seconds == pytest.approx(25 + 150 + 3 * (25 + 15))
+    assert "x6 for coordinate_descent_tuning" in estimate.why and "3 re-measurements 2m00s" in estimate.why
+    both = FinalistsSpec(top=1, compile_mode="max-autotune", inductor={"coordinate_descent_tuning": True})
+    assert finalist_estimate(found.trial(source), both, found).seconds == pytest.approx(25 + 25 * 13)
+
+
+def test_the_studys_own_finalist_and_cold_compiles_set_the_estimate() -> None:
+    study = make_study(None, INFO)
+    source = add(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
+    cached = add(study, "default", seconds=27.0, compile_s=2.0, value=99.0)  # compiled from the study's cache
+    add(study, "default", seconds=40.0, compile_s=100.0 / 4, value=90.0)
+    add(study, "default", seconds=125.0, compile_s=100.0, value=101.0, finalist_of=source)  # 4x its source
+    found = records(study)
+    estimate = finalist_estimate(found.trial(cached), CDT, found)
+    # Its graph costs the study's median cold compile (25 s), not its cached 2 s; the options x4, as trial 3 showed.
+    assert estimate.seconds == pytest.approx(25 + 25 * 4)
+    assert "as finalist trial 3 did" in estimate.why
+
+
+def limit(tmp_path: Path, deadline: float | None, timeout: str = "1000s", **options: Any) -> TimeLimit:
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        f"""\
+workload: {{name: "trial_workloads:tiny_mlp", preset: tiny}}
+device: cpu
+budget: {{trials: 100, timeout: {timeout}}}
+sampler: {{name: tpe, seed: 0}}   # what the search draws, and so which trial a finalist re-tries, holds run to run
+params:
+  compile_mode: [none, default]
+  batch_size: {{low: 1, high: 100000}}
+finalists: {{top: 1, inductor: {{coordinate_descent_tuning: true}}}}
+"""
+    )
+    return TimeLimit.of(deadline, load_space(space), SweepOptions(remeasure_top=1, remeasure_repeats=2, **options))
+
+
+def test_the_search_leaves_the_finishing_stages_their_time(tmp_path: Path) -> None:
+    study = make_study(None, INFO)
+    add(study, "none", seconds=10.0, compile_s=0.0, value=50.0)
+    add(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
+    found = records(study)
+    # Re-measuring the winner twice (2 x 27.5 s), then its finalist: 25 + 150 and 2 re-measurements of 40 s.
+    reserve = 2 * 27.5 + 25 + 150 + 2 * 40
+    deadline = 10_000.0
+    assert limit(tmp_path, deadline).reserve(found) == pytest.approx(reserve)
+    typical = 30.0  # the median search trial: the next one must end before the reserve begins
+    assert limit(tmp_path, deadline).search_over(found, now=deadline - reserve - typical - 1) is None
+    over = limit(tmp_path, deadline).search_over(found, now=deadline - reserve - typical + 1)
+    assert over == "sweep time limit reached, less the 5m10s kept for the finishing stages (re-measuring, finalists)"
+    # At most half the limit is kept from the search; nothing under --replay; past the limit, the plain reason.
+    assert limit(tmp_path, deadline, timeout="200s").reserve(found) == 100.0
+    assert limit(tmp_path, deadline, replay=tmp_path / "r.json").reserve(found) == 0.0
+    assert limit(tmp_path, deadline).search_over(found, now=deadline) == "sweep time limit reached"
+    assert limit(tmp_path, None).search_over(found) is None
+
+
+def test_every_gpus_worker_keeps_the_sweeps_deadline(tmp_path: Path) -> None:
+    space = limit(tmp_path, None).space
+    assert trial_budget(space, SweepOptions(deadline=123.0)) == (100, 123.0)
+    budget, deadline = trial_budget(space, SweepOptions())
+    assert budget == 100 and deadline == pytest.approx(time.time() + 1000, abs=5)
+
+
+class FakeTrials:
+    """An executor: a search trial takes ``search_s`` (``compile_s`` of it compiling when compiled), a repeat of a
+    configuration ``repeat_s`` (its compile from the cache), a finalist ``finalist_s``; compiled ones are faster."""
+
+    def __init__(self, search_s: float, compile_s: float, repeat_s: float = 0.0, finalist_s: float = 0.05) -> None:
+        self.search_s, self.compile_s, self.repeat_s, self.finalist_s = search_s, compile_s, repeat_s, finalist_s
+        self.seen: list[dict[str, Any]] = []
+        self.last_end = 0.0  # when the last run ended (time.time())
+
+    def __call__(self, params: dict[str, Any], timeout_s: float, pruning: Pruning | None) -> TrialResult:
+        compiled = params.get("compile_mode") != "none"
+        if "inductor" in params:
+            time.sleep(self.finalist_s)
+        else:
+            time.sleep(self.repeat_s if params in self.seen else self.search_s)
+        self.seen.append(dict(params))
+        self.last_end = time.time()
+        metrics = {"throughput": params["batch_size"] * (2.0 if compiled else 1.0)}
+        metrics["compile_s"] = self.compile_s if compiled else 0.0
+        return TrialResult(Status.OK, None, dict(params), metrics)
+
+
+def timed_sweep(tmp_path: Path, executor: FakeTrials, timeout: str) -> tuple[Any, str, float, optuna.Study]:
+    """The sweep's summary, progress, how long after its start its last run ended (the report is drawn after, in
+    seconds), and its study."""
+    space = limit(tmp_path, None, timeout=timeout).space
+    storage = f"sqlite:///{tmp_path}/t.db"
+    options = SweepOptions(
+        storage=storage, tracking=False, remeasure_top=2, remeasure_repeats=3, informed_start=False, prune_ratio=0
+    )
+    log = tmp_path / "progress.log"
+    started = time.time()
+    with log.open("a") as stream:
+        summary = Sweep(space, options, executor, Progress(None, None, stream)).run()
+    return summary, log.read_text(), executor.last_end - started, optuna.load_study(study_name="space", storage=storage)
+
+
+def test_a_finalist_that_fits_runs_and_the_finishing_stages_end_by_the_limit(tmp_path: Path) -> None:
+    # Re-measuring the top 2 thrice, then a finalist: 0.05 + 0.25 x 6 s and its 3 re-measurements, 2.2 s in all.
+    # The search stops about 3 s before the limit (a search trial's 0.3 s included); repeats here take no time.
+    summary, text, ended, study = timed_sweep(tmp_path, FakeTrials(search_s=0.3, compile_s=0.25), timeout="8s")
+    assert "kept for the finishing stages" in summary.stop_reason
+    finalists = [t for t in study.trials if schema.ATTR_FINALIST_OF in t.user_attrs]
+    assert len(finalists) == 1, text
+    assert ended < 8.0, text
+
+
+def test_a_finalist_that_cannot_end_before_the_limit_is_not_started(tmp_path: Path) -> None:
+    # A finalist needs 0.05 + 0.45 x 6 s and three re-measurements (3.7 s): more than the half of 4 s kept for it.
+    summary, text, ended, study = timed_sweep(tmp_path, FakeTrials(search_s=0.5, compile_s=0.45), timeout="4s")
+    assert "kept for the finishing stages" in summary.stop_reason
+    assert not [t for t in study.trials if schema.ATTR_FINALIST_OF in t.user_attrs]
+    lines = [line for line in text.splitlines() if line.startswith("finalists:")]
+    assert (
+        len(lines) == 1 and "not started: it needs about" in lines[0] and "left of the sweep's time limit" in lines[0]
+    )
+    assert ended < 4.0, text
+
+
+def test_every_run_of_a_study_compiles_from_its_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    specs: list[TrialSpec] = []
+
+    class Runner:  # the trial processes: what each was asked to run
+        def run(self, spec: TrialSpec, timeout_s: float) -> TrialResult:
+            specs.append(spec)
+            compiled = spec.params.get("compile_mode") != "none"
+            metrics = {"throughput": float(spec.params["batch_size"]) * (2 if compiled else 1), "compile_s": 0.1}
+            return TrialResult(Status.OK, None, dict(spec.params), metrics)
+
+    monkeypatch.setattr("autotune.runner.TrialRunner", Runner)
+    space = limit(tmp_path, None).space
+    storage = f"sqlite:///{tmp_path}/c.db"
+    options = SweepOptions(
+        storage=storage, tracking=False, n_trials=4, remeasure_top=2, remeasure_repeats=2, informed_start=False
+    )
+    run_sweep(space, options, Progress(None, None, open(tmp_path / "log", "w")))  # noqa: SIM115
+    finalist = [spec for spec in specs if "inductor" in spec.params]
+    # 4 search trials, 2 x 2 re-measurements, the finalist, and its 2 re-measurements (it ranks first)
+    # 4 search trials, 2 x 2 re-measurements, the finalist (and its 2 re-measurements when it ranks in the top 2:
+    # the sampler draws the batch sizes, so whether it does varies)
+    assert len(specs) - len(finalist) == 4 + 4 and len(finalist) in (1, 3)
+    assert {spec.compile_cache_dir for spec in specs} == {str(study_cache_dir(storage, "space"))}
