@@ -23,6 +23,8 @@ from autotune.results import Status, TrialResult
 
 __all__ = ["Remeasurement", "TrialRecord", "finite", "is_default", "is_informed", "read_trial"]
 
+# Results the recorder never finishes as FAIL: on a failed trial, the record was cut short (the worker died).
+_NEVER_FAIL = frozenset({Status.OK.value, Status.PRUNED.value, Status.OOM.value})
 # What a record that has no result says of itself.
 RUNNING, WAITING, ABANDONED = "running", "waiting", "abandoned"
 INFEASIBLE = "infeasible"  # an ok trial that broke a constraint
@@ -133,7 +135,7 @@ class TrialRecord:
     def outcome(self) -> str:
         """How it ended, as every view names it: ok, infeasible, pruned, oom, crash ..., interrupted,
         or for a trial without an outcome: running, waiting, abandoned."""
-        if self.result is not None:
+        if self.kind is not None and self.result is not None:
             if self.result.ok and not self.feasible:
                 return INFEASIBLE
             return self.result.status.value
@@ -255,6 +257,8 @@ def read_trial(
     data = attrs.get(schema.ATTR_RESULT)
     result = TrialResult.from_dict(data) if data else None
     kind = attrs.get(schema.ATTR_KIND)
+    if trial.state is TrialState.FAIL and data and data.get("status") in _NEVER_FAIL:
+        kind = None  # its worker died between writing the result and finishing the trial: retried, not counted
     stored_again = remeasured or attrs.get(schema.ATTR_REMEASURED)
     again = Remeasurement.from_dict(stored_again, objectives[0][0]) if stored_again and result is not None else None
     complete = trial.state is TrialState.COMPLETE and trial.values is not None

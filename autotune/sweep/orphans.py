@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import optuna
 from optuna.storages import RDBStorage
 
-from autotune.records import TrialRecord
+from autotune.records import TrialRecord, schema
 from autotune.storage.rdb import HEARTBEAT_S, MAX_RETRIES, RetryStaleTrial, is_dead_local_worker, quiet_optuna
 from autotune.sweep.lease import LeaseTable
 from autotune.views.progress import Progress
@@ -69,6 +69,8 @@ class OrphanWatch:
 
     def _fail_and_retry(self, trial_id: int, number: int, worker: str) -> bool:
         try:
+            # A worker killed while recording may have written its kind already: the retry measures it instead.
+            self.storage.set_trial_user_attr(trial_id, schema.ATTR_KIND, None)
             self.storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL)
         except optuna.exceptions.UpdateFinishedTrialError:  # it ended after all (a claimer that died after failing it)
             return False

@@ -82,7 +82,8 @@ class Recorder:
             result = TrialResult.failed(Status.INVALID, f"objective metric not reported: {missing}", proposal.params)
             violation = None
         self._set_attrs(trial, self._attrs(proposal, result, violation))
-        logged = self._log_to_mlflow(trial, result) if kind is TrialKind.MEASURED else None
+        logged = self._log_to_mlflow(trial, result, kind) if kind is TrialKind.MEASURED else None
+        trial.set_user_attr(schema.ATTR_KIND, kind.value)  # last: the record is whole (see _set_attrs)
         with quiet_optuna():
             if result.status is Status.PRUNED and kind is TrialKind.MEASURED:
                 self._tell_pruned(trial, result)
@@ -103,6 +104,7 @@ class Recorder:
         attrs = self._attrs(proposal, source.result, source.violation)
         attrs[schema.ATTR_DUPLICATE_OF] = source.number
         self._set_attrs(trial, attrs)
+        trial.set_user_attr(schema.ATTR_KIND, proposal.kind.value)  # last: the record is whole (see _set_attrs)
         with quiet_optuna():
             if source.state is TrialState.COMPLETE and source.first_values is not None:
                 if source.violation is not None:
@@ -116,8 +118,11 @@ class Recorder:
 
     @staticmethod
     def _set_attrs(trial: Trial, attrs: dict[str, Any]) -> None:
+        """Every attribute but the kind, which the caller writes last: a worker killed between these writes and the
+        trial's end leaves a trial without a kind, which no view counts as measured, and whose retry measures it."""
         for key, value in attrs.items():
-            trial.set_user_attr(key, value)
+            if key != schema.ATTR_KIND:
+                trial.set_user_attr(key, value)
 
     def _attrs(self, proposal: Proposal, result: TrialResult, violation: float | None) -> dict[str, Any]:
         stored = result.to_dict()
@@ -134,13 +139,13 @@ class Recorder:
             attrs[schema.ATTR_INPUT_BOUND] = True
         return attrs
 
-    def _log_to_mlflow(self, trial: Trial, result: TrialResult) -> TrialRecord | None:
+    def _log_to_mlflow(self, trial: Trial, result: TrialResult, kind: TrialKind) -> TrialRecord | None:
         """Log the trial's run as the records read it, ending now; keep its run id on the trial. Returns the record
         logged (None without MLflow)."""
         if self.tracker is None:
             return None
         frozen = self.study._storage.get_trial(trial._trial_id)
-        record = replace(read_trial(frozen, self.objectives), ended=datetime.now())
+        record = replace(read_trial(frozen, self.objectives), kind=kind, ended=datetime.now())
         run_id = self.tracker.log_trial(record, self.records.speedup(record), result.series)
         if run_id:
             trial.set_user_attr(schema.ATTR_MLFLOW_RUN, run_id)

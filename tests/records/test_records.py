@@ -201,3 +201,17 @@ def test_views_show_the_batch_size_a_trial_used_where_the_space_does_not_tune_it
     record = StudyRecords(study, OBJECTIVES).trial(0)
     assert record.params == {"precision": "bf16"}
     assert record.ran_with == {"precision": "bf16", "batch_size": 64}
+
+
+def test_a_record_cut_short_by_a_dead_worker_is_not_measured(db: Path) -> None:
+    """A worker killed after writing an ok result but before finishing the trial: not measured, the retry is."""
+    study = _study(db)
+    trial = study.ask()
+    result = TrialResult(Status.OK, None, {"bs": 8}, {"throughput": 10.0})
+    trial.set_user_attr(schema.ATTR_PARAMS, {"bs": 8})
+    trial.set_user_attr(schema.ATTR_RESULT, result.to_dict())
+    trial.set_user_attr(schema.ATTR_KIND, TrialKind.MEASURED.value)  # the kind was written, the trial not ended
+    study.tell(trial, state=TrialState.FAIL)  # what failing an orphan (or a stale heartbeat) leaves
+    record = StudyRecords(study, OBJECTIVES).trial(0)
+    assert not record.measured and record.outcome == "abandoned"
+    assert StudyRecords(study, OBJECTIVES).tally().measured == 0
