@@ -3,7 +3,8 @@
 What they are: ``torch.compiler.save_cache_artifacts()`` (PyTorch's "Mega-Cache"), the entries this process
 wrote to, or read from, Inductor's FX-graph cache, AOTAutograd's cache, the autotuning cache and the
 profile-guided dynamic-shape cache; on a GPU the FX-graph entries carry their Triton kernels. What was
-verified in torch 2.13 (``torch/compiler/__init__.py``, ``torch/compiler/_cache.py``) and holds in 2.11:
+verified in torch 2.13's source (``torch/compiler/__init__.py``, ``torch/compiler/_cache.py``,
+``torch/_inductor/codecache.py``) and by running it on a CPU (2.11, on the GPU box, not yet):
 
 - The artifacts are recorded in the memory of the process that compiled, as each cache entry is written
   or read, so ``save_cache_artifacts()`` must be called in that process, after its compile. A compile
@@ -16,9 +17,9 @@ verified in torch 2.13 (``torch/compiler/__init__.py``, ``torch/compiler/_cache.
 - The caches find an entry by a key hashed from a pickle of the graph and its inputs' metadata. Torch's
   memory formats pickle as a global that ``pickle`` looks up by scanning ``sys.modules`` for the first module
   with a ``torch`` attribute: ``__mp_main__`` in a trial process whose parent's main module imported torch,
-  ``torch._utils`` in a script that imports torch first, the user's own module when it imports torch before
-  anything else. So the same graph got another key in the trial than in production, and the artifacts were
-  loaded and never found (seen here: a sweep started from a script that imported torch).
+  ``torch._utils`` in a script that imports torch first, a user's module imported before torch that imports
+  it. So the same graph got another key in the trial than in production, and the artifacts were loaded and
+  never found (seen here: trials started from a script that had imported torch, 0 cache hits in production).
   :func:`stable_cache_keys` pickles them by their name in ``torch`` instead (as dtypes already are); every
   trial process, and ``apply()`` of a compiled config, call it before anything compiles.
 - Dynamo still traces the model (its bytecode is not in the artifacts), and on a CPU the C++ kernels
@@ -28,9 +29,8 @@ verified in torch 2.13 (``torch/compiler/__init__.py``, ``torch/compiler/_cache.
   ``scripts/compile_artifacts_benchmark.py`` measures it for a workload, on a GPU too).
 
 The format: a trial of a sweep saves its artifacts as ``<study cache>/compile-artifacts/<sha256>.bin``
-(named by content, so the same bytes are kept once: repeats served by the study's cache save them again;
-on a CPU a 128-block MLP's came to 2.4 MB, a tiny one's to 0.3 MB) and records :class:`Artifacts` in its
-result (``extra["compile_artifacts"]``).
+(named by content: identical bytes are kept once; on a CPU a 128-block MLP's came to 2.3 MB, a tiny MLP's
+to 0.3 MB) and records :class:`Artifacts` in its result (``extra["compile_artifacts"]``).
 ``autotune export`` copies the chosen trial's file beside ``tuned.yaml`` as
 ``<stem>.compile-artifacts.bin`` (the bytes torch wrote, unchanged: ``load_cache_artifacts`` takes
 them as they are) and writes the section::
@@ -49,7 +49,8 @@ included), Triton and the GPU (or the CPU model: Inductor's C++ is generated for
 are the ones that wrote them (a mismatch warns in one line, :class:`CompileArtifactsWarning`, and the
 model compiles from scratch), then loads them once per process.
 
-Imports torch and the standard library only: the trial process saves with it, production loads with it.
+Imports torch, the standard library and two small autotune modules: the trial process saves with it,
+production loads with it.
 """
 
 from __future__ import annotations
