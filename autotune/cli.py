@@ -247,15 +247,39 @@ def leaderboard(study_name: str, storage: str, top: int | None, fmt: str) -> Non
 @click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("tuned.yaml"), show_default=True)
 @click.option("--rule", help="Pick the best trial whose metrics satisfy this, e.g. 'peak_mem_gib <= 40'.")
+@click.option(
+    "--compile-artifacts/--no-compile-artifacts",
+    default=True,
+    show_default=True,
+    help="Ship the winner's compile beside the file (a trial that saved none is run once more, on this machine).",
+)
 @_names_storage_faults
-def export(study_name: str, storage: str, output: Path, rule: str | None) -> None:
-    """Write the winning configuration as a tuned-config file for production training."""
+def export(study_name: str, storage: str, output: Path, rule: str | None, compile_artifacts: bool) -> None:
+    """Write the winning configuration as a tuned-config file for production training.
+
+    A compiled winner's compile artifacts go beside it (OUTPUT's stem + .compile-artifacts.bin): production's
+    apply() loads them instead of compiling it all again.
+    """
+    from autotune.export import Shipping
     from autotune.export import export as write_config
 
     study, info = _open_study(study_name, storage)
-    config = write_config(study, info, output, rule=rule, storage=storage)
+    shipping = None
+    if compile_artifacts:
+        say = functools.partial(click.echo, err=True)
+        shipping = Shipping(_run_once, say, " (one trial's time; --no-compile-artifacts skips it)")
+    config = write_config(study, info, output, rule=rule, storage=storage, artifacts=shipping)
     trial = config.provenance.get("trial")
-    click.echo(f"wrote {output} (study {study_name}, trial {trial}): {config.knobs}")
+    shipped = config.compile_artifacts
+    also = f" and {shipped['file']} ({shipped['bytes'] / 2**20:.1f} MiB of compile artifacts)" if shipped else ""
+    click.echo(f"wrote {output}{also} (study {study_name}, trial {trial}): {config.knobs}")
+
+
+def _run_once(spec: Any) -> Any:
+    """One trial in a fresh process (export's run once more): 30 minutes at most, a large model's finalist options."""
+    from autotune.runner import TrialRunner
+
+    return TrialRunner().run(spec, 1800.0)
 
 
 @cli.command()
@@ -319,9 +343,9 @@ def verify(tuned_file: Path, repeats: int, device: str | None, timeout: float) -
     from autotune.views.verify import verify as verify_tuned
 
     runner = TrialRunner()
-    click.echo(f"re-measuring {tuned_file} and its PyTorch default, {repeats}x each in fresh processes", err=True)
+    say = functools.partial(click.echo, err=True)
     try:
-        found = verify_tuned(tuned_file, lambda spec: runner.run(spec, timeout), repeats, device)
+        found = verify_tuned(tuned_file, lambda spec: runner.run(spec, timeout), repeats, device, say)
     except VerifyFailed as exc:
         click.echo(f"REGRESSION: {exc}")
         sys.exit(EXIT_TRIAL_FAILED)

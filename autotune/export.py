@@ -24,6 +24,10 @@ The file is YAML::
 
 Loading a file measured on another GPU or software stack warns (:class:`EnvMismatchWarning`):
 the configuration still runs, but its numbers may not hold there.
+
+A compiled winner ships its compile beside the file (``tuned.compile-artifacts.bin``, section
+``compile_artifacts``: file, sha256, the env that wrote it): :mod:`autotune.shipartifacts` writes it,
+:meth:`TunedConfig.apply` loads it before compiling (:mod:`autotune.compileartifacts`).
 """
 
 from __future__ import annotations
@@ -43,24 +47,27 @@ import optuna
 import torch
 import yaml
 
+from autotune import compileartifacts
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.atomicfile import write_atomically as _write_atomically
 from autotune.errors import AutotuneError
 from autotune.records import StudyInfo, StudyRecords, TrialRecord
 from autotune.results import TrialResult
+from autotune.shipartifacts import Shipping, ship
 from autotune.storage.studies import redact_url
 from autotune.tuned import SCHEMA_VERSION, TunedConfig, shape_key
 
 __all__ = [
     "SCHEMA_VERSION",
     "EnvMismatchWarning",
+    "Shipping",
     "TunedConfig",
     "current_env",
     "export",
     "load",
 ]
 
-_SECTIONS = ("schema_version", "workload", "knobs", "params", "kernels", "provenance")
+_SECTIONS = ("schema_version", "workload", "knobs", "params", "kernels", "provenance", compileartifacts.SECTION)
 # A kernel configuration's keys, as autotune.kernels.matmul.CONFIG_KEYS names them; GROUP_M may be
 # absent (replayed records leave it out) and then takes the kernel's default, as does the variant.
 _KERNEL_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "GROUP_M")
@@ -108,7 +115,7 @@ def _trial_metrics(records: StudyRecords, record: TrialRecord) -> dict[str, Any]
     """The numbers a reader of the file wants, as the record model ranks them: the objectives (the re-measured
     medians where there are some), memory, speedup over the default, the first measurement, the re-measurements."""
     ranked = record.metrics
-    wanted = [m for m, _ in records.objectives] + ["throughput_unit", "peak_mem_gib", "step_ms_p50"]
+    wanted = [m for m, _ in records.objectives] + ["throughput_unit", "peak_mem_gib", "step_ms_p50", "compile_s"]
     metrics: dict[str, Any] = {m: ranked[m] for m in wanted if m in ranked}
     metrics["value_is"] = record.value_is
     if (speedup := records.speedup(record)) is not None:
@@ -202,6 +209,17 @@ def _header(config: TunedConfig, path: Path) -> str:
         "#\n"
         "# then train with step_ctx.autocast() / step_ctx.backward(loss) / step_ctx.step(optimizer),\n"
         "# and feed batches of cfg.batch_size. Re-tune when the GPU or the torch version changes.\n"
+        + _artifacts_header(config)
+    )
+
+
+def _artifacts_header(config: TunedConfig) -> str:
+    if not config.compile_artifacts:
+        return ""
+    return (
+        f"# apply() loads the winner's compile ({config.compile_artifacts['file']}, beside this file; checked"
+        " against its\n# sha256 below) before the model compiles, where torch, Triton and the device are the ones"
+        " that wrote it.\n"
     )
 
 
@@ -213,18 +231,24 @@ def export(
     rule: str | None = None,
     storage: str = "",
     records: StudyRecords | None = None,
+    artifacts: Shipping | None = Shipping(),  # noqa: B008 (frozen: one shared default is safe)
 ) -> TunedConfig:
     """Write the chosen trial (the winner, or the best satisfying ``rule``) to ``path`` as YAML.
 
     ``storage`` is the study's storage URL, recorded in the provenance without its password; ``records``
-    the study's records when the caller has them (else they are read). Raises :class:`AutotuneError` when
-    no trial qualifies.
+    the study's records when the caller has them (else they are read). A compiled trial's compile artifacts
+    are written beside ``path`` as ``artifacts`` says (:mod:`autotune.shipartifacts`; None: not shipped).
+    Raises :class:`AutotuneError` when no trial qualifies, or when the trial's artifacts file was changed.
     """
     records = records if records is not None else StudyRecords.read(study, info)
-    config = _config(records, info, records.choose(rule), storage)
+    record = records.choose(rule)
+    config = _config(records, info, record, storage)
     if rule is not None:
         config.provenance["rule"] = rule
     target = Path(path)
+    if artifacts is not None:  # written before the file that names them
+        shipped = ship(record, info, records.study.study_name, storage, target, artifacts)
+        config.compile_artifacts = shipped.to_dict() if shipped is not None else {}
     body = yaml.safe_dump(config.to_dict(), sort_keys=False, default_flow_style=False)
     _write_atomically(target, _header(config, target) + body)
     return config
@@ -288,13 +312,23 @@ def load(path: str | os.PathLike[str]) -> TunedConfig:
         kernels=dict(data.get("kernels") or {}),
         provenance=dict(data.get("provenance") or {}),
         schema_version=SCHEMA_VERSION,
+        compile_artifacts=dict(data.get(compileartifacts.SECTION) or {}),
+        source=target,
     )
     try:
-        config.to_knobs()
+        knobs = config.to_knobs()
+        artifacts = _artifacts(config) if knobs.compile_mode != "none" else None
     except AutotuneError as exc:
         raise AutotuneError(f"tuned config {target}: {exc}") from None
-    _warn_on_env_mismatch(target, config.provenance.get("env") or {})
+    config.artifacts_warned = _warn_on_env_mismatch(target, config.provenance.get("env") or {}, artifacts)
     return config
+
+
+def _artifacts(config: TunedConfig) -> compileartifacts.Artifacts | None:
+    """The file's compile artifacts section, checked (AutotuneError names the bad key); None without one."""
+    if not config.compile_artifacts:
+        return None
+    return compileartifacts.Artifacts.from_dict(config.compile_artifacts, compileartifacts.SECTION)
 
 
 def current_env() -> dict[str, str | None]:
@@ -337,20 +371,28 @@ def env_differences(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list
     ]
 
 
-def _warn_on_env_mismatch(path: Path, recorded: dict[str, Any]) -> None:
+def _warn_on_env_mismatch(path: Path, recorded: dict[str, Any], artifacts: compileartifacts.Artifacts | None) -> bool:
+    """Warn, in one line, when this machine is not the one that measured the file; True when that line also said
+    that its compile ``artifacts`` will not load here (so ``apply()`` says nothing more)."""
     if not recorded:
-        return  # a hand-written file: nothing to compare with
+        return False  # a hand-written file: nothing to compare with
     now = current_env()
     differ = env_differences(recorded, now)
     if not differ:
-        return
+        return False
     then = " / ".join(_describe(k, recorded.get(k), absent_gpu="a CPU") for k in differ)
     here = " / ".join(_describe(k, now[k], absent_gpu="no GPU") for k in differ)
+    device = "cuda" if now.get("gpu") else "cpu"
+    skipped = artifacts is not None and bool(
+        compileartifacts.differences(artifacts.env, compileartifacts.environment(device))
+    )
+    also = "; its compile artifacts will not load here (the model compiles from scratch)" if skipped else ""
     warnings.warn(
-        f"{path.name} was measured on {then}; this machine has {here}: re-tune for numbers that hold",
+        f"{path.name} was measured on {then}; this machine has {here}: re-tune for numbers that hold{also}",
         EnvMismatchWarning,
         stacklevel=_outside_autotune(),
     )
+    return skipped
 
 
 def _outside_autotune() -> int:

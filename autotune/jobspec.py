@@ -77,7 +77,9 @@ class TrialSpec:
     it returns in ``result.extra["profile"]``, with the Chrome trace in ``<profile_dir>/trace.json``
     when ``profile_dir`` is given. ``compile_cache_dir`` is where the trial keeps Inductor's and
     Triton's compile caches (:mod:`autotune.trial.compilecache`: every trial of a study given the study's
-    folder, a repeat compiles from the cache); None leaves their defaults.
+    folder, a repeat compiles from the cache); None leaves their defaults. A trial given one saves what it
+    compiled there (:mod:`autotune.trialartifacts`). ``compile_artifacts`` are a tuned config's shipped compile
+    artifacts, loaded before anything compiles as production's ``apply()`` loads them (``autotune verify``).
     """
 
     workload: str
@@ -93,3 +95,4 @@ class TrialSpec:
     profile_steps: int = 0  # steps profiled after the timed window (0: none)
     profile_dir: str | None = None  # where the profiled steps' Chrome trace goes (None: no trace file)
     compile_cache_dir: str | None = None  # the study's compile caches (None: Inductor's and Triton's defaults)
+    compile_artifacts: dict[str, Any] | None = None  # shipped ones to load first (trialartifacts.shipped_spec_field)

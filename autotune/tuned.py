@@ -7,13 +7,16 @@ reads the file. Every method calls the code the trials ran (:func:`autotune.knob
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from autotune import frameworks
+from autotune import compileartifacts, frameworks
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.data import build_loader
 from autotune.errors import AutotuneError
@@ -34,6 +37,13 @@ class TunedConfig:
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    # The winner's compile, shipped beside the file (autotune.compileartifacts): {} when none was.
+    compile_artifacts: dict[str, Any] = field(default_factory=dict)
+    source: Path | None = field(default=None, repr=False, compare=False)  # the file it was loaded from
+    # What apply() did with the compile artifacts (None before it, or without any).
+    artifacts_load: compileartifacts.Loaded | None = field(default=None, init=False, repr=False, compare=False)
+    # load() warned already that this machine is not the one that measured it, artifacts included.
+    artifacts_warned: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def batch_size(self) -> int | None:
@@ -58,15 +68,35 @@ class TunedConfig:
         train (compiled, if the config says so) and the :class:`~autotune.knobs.StepContext` that
         the training step uses for autocast, backward and the optimizer step. Inductor options
         (``knobs.inductor``, a finalist's) go to ``torch.compile`` with the compile mode, as in the trial.
+
+        A compiled config's shipped compile artifacts are loaded first (:mod:`autotune.compileartifacts`):
+        a file whose sha256 is not the recorded one raises AutotuneError; one written by another torch,
+        Triton, GPU or CPU warns in one line and the model compiles from scratch. A compiled config also
+        makes this process's compile-cache keys the trials' (:func:`~autotune.compileartifacts.stable_cache_keys`).
         """
+        first = next(model.parameters(), None)
         if device_type is None:
-            first = next(model.parameters(), None)
             device_type = first.device.type if first is not None else "cpu"
+        device = first.device if first is not None and first.device.type == device_type else torch.device(device_type)
         from autotune.kernels.pinning import pin_tuned
 
-        applied = knobs_mod.apply(model, optimizer, self.to_knobs(), device_type)
+        knobs = self.to_knobs()
+        if knobs.compile_mode != "none":
+            compileartifacts.stable_cache_keys()  # the compile caches' keys the trials computed
+            if self.compile_artifacts:
+                self.artifacts_load = self._load_artifacts(device)
+        applied = knobs_mod.apply(model, optimizer, knobs, device_type)
         pin_tuned(self.kernels)  # listed Triton kernels launch their tuned configs, without autotuning
         return applied
+
+    def _load_artifacts(self, device: torch.device) -> compileartifacts.Loaded:
+        """Load the shipped compile artifacts into this process's compile caches (see :meth:`apply`)."""
+        name = self.source.name if self.source is not None else "the tuned config"
+        artifacts = compileartifacts.Artifacts.from_dict(self.compile_artifacts, f"{name}: {compileartifacts.SECTION}")
+        folder = self.source.parent if self.source is not None else Path.cwd()
+        level = _outside_autotune()
+        warn = not self.artifacts_warned
+        return compileartifacts.load_shipped(artifacts, folder, device, recorded_in=name, warn=warn, stacklevel=level)
 
     def dataloader(
         self, dataset: Dataset[Any], *, device: str | torch.device | None = None, **kwargs: Any
@@ -114,7 +144,17 @@ class TunedConfig:
             "params": self.params,
             "kernels": self.kernels,
             "provenance": self.provenance,
+            **({compileartifacts.SECTION: self.compile_artifacts} if self.compile_artifacts else {}),
         }
+
+
+def _outside_autotune() -> int:
+    """The stacklevel, for a warning the caller issues, of the first frame outside this package: the user's line."""
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "autotune":
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def shape_key(M: int, N: int, K: int, dtype: str) -> str:

@@ -199,6 +199,13 @@ class TrialRecord:
         return mode not in (None, "none")
 
     @property
+    def compile_artifacts(self) -> dict[str, Any] | None:
+        """What the trial saved of its compile (:mod:`autotune.trialartifacts`): its file in the study's cache
+        folder, sha256, size and env; None when it saved none (eager, failed, or swept before trials saved them)."""
+        saved = self.result.extra.get("compile_artifacts") if self.result is not None else None
+        return dict(saved) if isinstance(saved, Mapping) else None
+
+    @property
     def compile_s(self) -> float:
         """Seconds it spent compiling: its ``compile_s`` when it compiled (an eager trial's warm-up above its
         steady step is not compiling), never more than the trial lasted."""

@@ -45,7 +45,9 @@ def summarize(ctx: SweepContext, stop_reason: str, wall_s: float) -> SweepSummar
         ctx.study.set_user_attr(schema.STUDY_ATTR_WINNER, attr)
     if ctx.tracker is not None:
         _catch_up_tracking(ctx)
-        ctx.tracker.finish(records, _summary_metrics(summary, winner), _summary_artifacts(ctx, table))
+        with tempfile.TemporaryDirectory() as tmp:  # best_config.yaml's compile artifacts, logged beside it
+            texts, files = _summary_artifacts(ctx, table, Path(tmp))
+            ctx.tracker.finish(records, _summary_metrics(summary, winner), texts, files=files)
     return summary
 
 
@@ -100,17 +102,25 @@ def _summary_metrics(summary: SweepSummary, winner: Any) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if v is not None}
 
 
-def _summary_artifacts(ctx: SweepContext, table: list[Any]) -> dict[str, str]:
+def _summary_artifacts(ctx: SweepContext, table: list[Any], folder: Path) -> tuple[dict[str, str], list[Path]]:
+    """The parent run's text artifacts, and its files: the winner's compile artifacts (written in ``folder``)."""
+    from autotune.errors import AutotuneError
     from autotune.export import export
     from autotune.views.leaderboard import render
 
     artifacts = {"leaderboard.csv": render(table, ctx.info, "csv", None)}
+    files: list[Path] = []
     if ctx.records.winner is not None:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "best_config.yaml"
-            export(ctx.study, ctx.info, path, storage=ctx.options.storage, records=ctx.records)  # redacts it
-            artifacts["best_config.yaml"] = path.read_text()
-    return artifacts
+        path = folder / "best_config.yaml"
+        storage = ctx.options.storage  # redacted in the file
+        try:
+            config = export(ctx.study, ctx.info, path, storage=storage, records=ctx.records)
+        except AutotuneError:  # the winner's compile artifacts file was changed: the config is logged without it
+            config = export(ctx.study, ctx.info, path, storage=storage, records=ctx.records, artifacts=None)
+        artifacts["best_config.yaml"] = path.read_text()
+        if config.compile_artifacts:
+            files.append(folder / config.compile_artifacts["file"])
+    return artifacts, files
 
 
 def _outcomes(summary: SweepSummary) -> str:

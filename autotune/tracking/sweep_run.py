@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from mlflow.entities import Metric, Param, Run, RunTag, ViewType
 
@@ -70,13 +70,18 @@ class SweepRun:
             self.run_id = parents[0].info.run_id if parents else None
         return self.run_id
 
-    def finish(self, metrics: list[Metric], artifacts: Mapping[str, str], status: str) -> None:
-        """Log ``metrics`` and text ``artifacts`` (``{file name: text}``), end the run with ``status``."""
+    def finish(
+        self, metrics: list[Metric], artifacts: Mapping[str, str], status: str, files: Sequence[str] = ()
+    ) -> None:
+        """Log ``metrics``, text ``artifacts`` (``{file name: text}``) and ``files`` (local paths, at the run's
+        root), end the run with ``status``."""
         client = self.store.client()
         run_id = self.ensure()
         client.log_batch(run_id, metrics=metrics)
         for name, text in artifacts.items():
             client.log_text(run_id, text, name)
+        for path in files:
+            client.log_artifact(run_id, path)
         client.set_terminated(run_id, status=status)
 
     def describe(self, text: str) -> None:

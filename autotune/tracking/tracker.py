@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mlflow.entities import RunTag
@@ -142,9 +142,12 @@ class SweepTracker:
         metrics: Mapping[str, float],
         artifacts: Mapping[str, str],
         status: str = "FINISHED",
+        *,
+        files: Sequence[Path] = (),
     ) -> None:
-        """Log summary ``metrics`` and text ``artifacts`` (``{file name: text}``) on the parent run
-        and end it with ``status`` (FINISHED, FAILED or KILLED).
+        """Log summary ``metrics``, text ``artifacts`` (``{file name: text}``) and ``files`` (at the run's root,
+        by their names: the winner's compile artifacts) on the parent run and end it with ``status`` (FINISHED,
+        FAILED or KILLED).
 
         Then bring the runs up to the sweep's end from ``records``: every feasible trial's ``speedup`` (re-measured
         medians included), the saved view's columns, and the parent's description around the records' winner.
@@ -152,8 +155,8 @@ class SweepTracker:
         if status not in TERMINAL:
             raise ValueError(f"status must be one of {sorted(TERMINAL)}, got {status=}")
         entries = finite_metrics(metrics)
-        texts = dict(artifacts)
-        self._store.guarded("finishing the sweep run", lambda: self._sweep_run.finish(entries, texts, status))
+        texts, paths = dict(artifacts), [str(path) for path in files]
+        self._store.guarded("finishing the sweep run", lambda: self._sweep_run.finish(entries, texts, status, paths))
         self._store.guarded("describing the sweep run", lambda: self._describe(records))
 
     def end(self, status: str, reason: str) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from autotune import knobs as knobs_mod
-from autotune import workloads
+from autotune import trialartifacts, workloads
 from autotune.errors import AutotuneError, NumericsError
 from autotune.jobspec import TrialSpec
 from autotune.kernels.pinning import TrialPins
@@ -102,10 +102,12 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     started = time.time()
     if spec.compile_cache_dir is not None:  # before anything compiles: a model, or a kernel workload's Triton
         compilecache.use(spec.compile_cache_dir)
+    loaded = trialartifacts.load_before_compile(spec, device)  # a tuned config's, as production loads them
     pins = TrialPins.pin_all(spec.kernels, spec.params)
     result = _measure_pinned(spec, device, started, requested_at, pins.params)
     result.kernels, pin_warnings = pins.record()
     result.warnings = [*pin_warnings, *result.warnings]
+    trialartifacts.record(spec, device, result, loaded)  # and what this trial compiled, into the study's folder
     return result
 
 

@@ -6,6 +6,10 @@ then compares the speedup and (on the same GPU and software) the figure itself w
 recorded. A shortfall beyond the noise, the larger of :data:`MIN_TOLERANCE` and three coefficients
 of variation (the file's re-measurements and this run's), is a regression: the result names the
 likeliest reason (another GPU, other software, or the same set-up measuring lower).
+
+A compiled config's shipped compile artifacts are loaded in each run of it before it compiles, by the
+function production's ``apply()`` calls (:mod:`autotune.trialartifacts`): a changed file is refused
+before anything runs, and the report says whether they loaded and what compiling took.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from __future__ import annotations
 import statistics
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from autotune import compileartifacts
 from autotune.errors import AutotuneError
 from autotune.jobspec import TrialSpec
 from autotune.results import TrialResult
@@ -43,6 +48,7 @@ class Verification:
     tolerance: float
     env_changes: list[str] = field(default_factory=list)
     regression: str | None = None
+    compile_note: str | None = None  # what the shipped compile artifacts did, for a config that has them
 
     @property
     def speedup(self) -> float:
@@ -62,6 +68,7 @@ class Verification:
             f"speedup  {self.speedup:.2f}x here{recorded}; noise tolerance {self.tolerance:.1%}",
         ]
         out += [f"changed  {change}" for change in self.env_changes]
+        out += [f"compile  {self.compile_note}"] if self.compile_note else []
         verdict = f"REGRESSION: {self.regression}" if self.regression else "ok: the tuned config holds on this machine"
         out.append(verdict)
         return out
@@ -105,6 +112,38 @@ def verification_specs(
     return spec(tuned_params), spec(default["params"])
 
 
+def with_shipped_artifacts(spec: TrialSpec, config: Any) -> TrialSpec:
+    """``spec`` loading ``config``'s compile artifacts first, as production's apply() does; the file is checked
+    here, so a changed one is refused (AutotuneError) before any run. ``spec`` as it is without artifacts."""
+    from autotune.trialartifacts import shipped_spec_field
+
+    if not config.compile_artifacts or config.source is None or config.to_knobs().compile_mode == "none":
+        return spec
+    name = config.source.name
+    artifacts = compileartifacts.Artifacts.from_dict(config.compile_artifacts, f"{name}: {compileartifacts.SECTION}")
+    path = config.source.parent / artifacts.file
+    if path.exists():
+        compileartifacts.read_verified(path, artifacts.sha256, name)
+    return replace(spec, compile_artifacts=shipped_spec_field(artifacts, config.source.parent.absolute(), name))
+
+
+def _compile_note(results: list[TrialResult], recorded: Mapping[str, Any]) -> str | None:
+    """``loaded its compile artifacts: compiling took 3.1 s (median of 3; the trial 31.3 s)``, or why not loaded."""
+    flags = [r.metrics.get("compile_artifacts_loaded") for r in results]
+    if not flags or any(flag is None for flag in flags):
+        return None
+    if not all(flags):
+        skipped = next((w for r in results for w in r.warnings if "compile artifacts" in w), "not loaded")
+        return f"compile artifacts not used: {skipped}"
+    seconds = [float(r.metrics["compile_s"]) for r in results if "compile_s" in r.metrics]
+    if not seconds:
+        return "loaded its compile artifacts"
+    trial = recorded.get("compile_s")
+    then = f"; the trial {trial:.1f} s" if isinstance(trial, int | float) else ""
+    median = statistics.median(seconds)
+    return f"loaded its compile artifacts: compiling took {median:.1f} s (median of {len(seconds)}{then})"
+
+
 def _recorded(provenance: Mapping[str, Any], metric: str) -> tuple[float | None, float | None, float]:
     """The file's figure for the winner (re-measured median when there is one), its speedup, and its CV."""
     metrics = provenance.get("metrics") or {}
@@ -129,23 +168,28 @@ class VerifyFailed(AutotuneError):
 
 def _measure(
     tuned: TrialSpec, default: TrialSpec, repeats: int, run: Run, metric: str
-) -> tuple[list[float], list[float], dict[str, Any]]:
-    """Interleaved repeats, and this machine's env; a failed run is news about the machine, not noise."""
-    values: dict[str, list[float]] = {"tuned": [], "default": []}
-    env: dict[str, Any] = {}
+) -> tuple[list[TrialResult], list[TrialResult]]:
+    """Interleaved repeats; a failed run is news about the machine, not noise."""
+    results: dict[str, list[TrialResult]] = {"tuned": [], "default": []}
     for _ in range(repeats):
         for label, spec in (("tuned", tuned), ("default", default)):
             result = run(spec)
             if not result.ok or metric not in result.metrics:
                 status = result.status.value
                 raise VerifyFailed(f"the {label} configuration did not run here: {status}: {result.reason}")
-            values[label].append(float(result.metrics[metric]))
-            env = result.env
-    return values["tuned"], values["default"], env
+            results[label].append(result)
+    return results["tuned"], results["default"]
 
 
-def verify(path: str | Path, run: Run, repeats: int = 3, device: str | None = None) -> Verification:
-    """Re-measure the tuned config at ``path`` and its default with ``run`` (a fresh trial process each)."""
+def verify(
+    path: str | Path,
+    run: Run,
+    repeats: int = 3,
+    device: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Verification:
+    """Re-measure the tuned config at ``path`` and its default with ``run`` (a fresh trial process each); ``say``
+    hears one line once the file is checked and the runs begin."""
     from autotune.export import load
 
     if repeats < 1:
@@ -154,16 +198,24 @@ def verify(path: str | Path, run: Run, repeats: int = 3, device: str | None = No
         warnings.simplefilter("ignore")  # the env comparison below says it, once, with the figures
         config = load(path)
     tuned_spec, default_spec = verification_specs(config, device)
+    tuned_spec = with_shipped_artifacts(tuned_spec, config)
+    if say is not None:
+        artifacts = ", the tuned one with its compile artifacts" if tuned_spec.compile_artifacts else ""
+        say(f"re-measuring {Path(path)} and its PyTorch default, {repeats}x each in fresh processes{artifacts}")
     objectives = config.provenance.get("objectives") or [{"metric": "throughput", "direction": "maximize"}]
     metric, direction = objectives[0]["metric"], objectives[0]["direction"]
     if direction != "maximize":
         raise AutotuneError(f"verify compares a maximised objective; this file's {metric} is {direction}d")
-    tuned, default, env = _measure(tuned_spec, default_spec, repeats, run, metric)
+    tuned_runs, default_runs = _measure(tuned_spec, default_spec, repeats, run, metric)
+    tuned = [float(r.metrics[metric]) for r in tuned_runs]
+    default = [float(r.metrics[metric]) for r in default_runs]
+    env = default_runs[-1].env
     value, speedup, recorded_cv = _recorded(config.provenance, metric)
     tolerance = max(MIN_TOLERANCE, 3 * max(recorded_cv, _cv(tuned), _cv(default)))
     unit = (config.provenance.get("metrics") or {}).get(f"{metric}_unit", "")
     changes = _env_changes(config.provenance.get("env") or {}, env)
     found = Verification(metric, unit, tuned, default, value, speedup, tolerance, changes)
+    found.compile_note = _compile_note(tuned_runs, config.provenance.get("metrics") or {})
     found.regression = _regression(found)
     return found
 

@@ -1,0 +1,213 @@
+"""A production start, with and without a tuned config's compile artifacts: fresh processes, empty compile caches.
+
+    # a config exported after a sweep (beside it: tuned.compile-artifacts.bin)
+    python scripts/compile_artifacts_benchmark.py tuned.yaml [--steps 3] [--repeats 1] [--warm] [--json]
+    # or one configuration, captured first by one trial on this machine (GPT-2, issue 19's GPU goal):
+    python scripts/compile_artifacts_benchmark.py --workload gpt2 --preset full \\
+        -p precision=bf16 -p compile_mode=default -p fused_optimizer=true -p batch_size=32
+
+Each run is a fresh Python process with empty Inductor and Triton cache folders (TORCHINDUCTOR_CACHE_DIR,
+TRITON_CACHE_DIR) that loads the config, builds the workload's model and batches, and times
+``cfg.apply(model, optimizer)`` plus the first ``--steps`` training steps (compile included, the device
+synchronised), then the steady step (median of ``--steady`` more). "without" applies the same file with its
+``compile_artifacts`` section removed; "with" applies it as it is (apply() loads the artifacts); ``--warm`` adds
+a run that reuses the "with" run's cache folders, the best a restart on the same machine can do. The runs
+alternate without/with when ``--repeats`` > 1. Issue 19's goals: the first steps with the artifacts at most
+0.7 of those without on a CPU, and compile (first steps less their steady time) at most 10 s for the GPT-2
+and ResNet-50 winners on a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# --- one run: what production does, timed (in its own process) --------------------------------------------------
+
+
+def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
+    import torch
+
+    import autotune
+    from autotune import workloads
+    from autotune.trial.trainstep import TrainStep, prepare_pair
+
+    cfg = autotune.load(tuned)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    spec = cfg.workload
+    workload = workloads.build(spec["name"], spec.get("preset", "full"), {**spec.get("args", {}), **cfg.params}, device)
+    assert isinstance(workload, workloads.Workload), "a training workload"
+    assert workload.make_batch is not None, "a workload that makes its batches on the device"
+    batch_size = cfg.batch_size or workload.default_batch_size
+    batches = [workload.make_batch(batch_size, device) for _ in range(3)]
+    optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)  # the trials' optimizer
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    sync()
+    started = time.perf_counter()
+    model, ctx = cfg.apply(workload.model, optimizer)
+    applied = time.perf_counter()
+    laid_out = [prepare_pair(ctx, batch) for batch in batches]
+    step = TrainStep(workload, model, ctx, optimizer, lambda index: laid_out[index % len(laid_out)])
+    for index in range(steps):
+        step(index)
+    sync()
+    first_s = time.perf_counter() - started
+    steady_ms = []
+    for index in range(steps, steps + steady):
+        begun = time.perf_counter()
+        step(index)
+        sync()
+        steady_ms.append((time.perf_counter() - begun) * 1e3)
+    load = cfg.artifacts_load
+    from torch._dynamo.utils import counters
+
+    return {
+        "first_steps_s": first_s,
+        "apply_s": applied - started,
+        "steady_step_ms": statistics.median(steady_ms),
+        "compile_s": first_s - steps * statistics.median(steady_ms) / 1e3,  # the first steps less their steady time
+        "artifacts_loaded": load.loaded if load is not None else None,
+        "artifacts_load_s": load.seconds if load is not None else None,
+        "fx_graph_cache_hits": counters["inductor"]["fxgraph_cache_hit"],
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": str(torch.__version__),
+    }
+
+
+# --- the parent: fresh processes, empty caches --------------------------------------------------------------------
+
+
+def measure(tuned: Path, caches: Path, steps: int, steady: int) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+        "TRITON_CACHE_DIR": str(caches / "triton"),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+    }
+    command = [sys.executable, __file__, "--child", str(tuned), "--steps", str(steps), "--steady", str(steady)]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        sys.exit(f"a run of {tuned} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def without_artifacts(tuned: Path, folder: Path) -> Path:
+    """``tuned`` with its compile_artifacts section removed (the same knobs, compiled from scratch)."""
+    import yaml
+
+    data = yaml.safe_load(tuned.read_text())
+    if not data.get("compile_artifacts"):
+        sys.exit(f"{tuned} ships no compile artifacts: export it again (autotune export --compile-artifacts)")
+    data.pop("compile_artifacts")
+    plain = folder / "without" / tuned.name
+    plain.parent.mkdir(parents=True)
+    plain.write_text(yaml.safe_dump(data, sort_keys=False))
+    return plain
+
+
+def capture(workload: str, preset: str, params: dict[str, str], device: str, folder: Path) -> Path:
+    """One trial of the configuration (its artifacts saved), written as a tuned config with them beside it."""
+    import yaml
+
+    from autotune import compileartifacts, knobs
+    from autotune.jobspec import TrialSpec
+    from autotune.runner import TrialRunner
+    from autotune.tuned import TunedConfig
+
+    spec = TrialSpec(workload, params, preset, device, compile_cache_dir=str(folder / "study-cache"))
+    print(f"capturing: one trial of {workload} ({preset}) {params}", file=sys.stderr)
+    result = TrialRunner().run(spec, 3600)
+    saved = result.extra.get("compile_artifacts")
+    if not result.ok or saved is None:
+        sys.exit(f"the trial ended {result.status.value}: {result.reason or 'it saved no compile artifacts'}")
+    artifacts = compileartifacts.Artifacts.from_dict(saved, "the trial's compile artifacts")
+    source = folder / "study-cache" / compileartifacts.FOLDER / artifacts.file
+    tuned = folder / "tuned.yaml"
+    name = compileartifacts.shipped_name(tuned)
+    (folder / name).write_bytes(compileartifacts.read_verified(source, artifacts.sha256, "the trial's result"))
+    resolved = {k: v for k, v in result.params.items() if v is not None}
+    config = TunedConfig(
+        knobs={k: resolved[k] for k in knobs.KNOB_SPECS if k in resolved},
+        params={k: v for k, v in resolved.items() if k not in knobs.KNOB_SPECS},
+        workload={"name": workload, "preset": preset},
+        provenance={
+            "env": json.loads(json.dumps(result.env)),  # plain strings (torch's version is a str subclass)
+            "metrics": {"compile_s": result.metrics.get("compile_s")},
+        },
+        compile_artifacts={**artifacts.to_dict(), "file": name},
+    )
+    tuned.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    return tuned
+
+
+def report(runs: dict[str, list[dict[str, Any]]], steps: int) -> list[str]:
+    lines = [f"{'':8} first {steps} steps   compile   steady step   artifacts"]
+    for label, found in runs.items():
+        for run in found:
+            loaded = {True: "loaded", False: "not loaded", None: "-"}[run["artifacts_loaded"]]
+            lines.append(
+                f"{label:8} {run['first_steps_s']:9.1f} s {run['compile_s']:7.1f} s {run['steady_step_ms']:9.2f} ms"
+                f"   {loaded}"
+            )
+    best = {label: min(r["first_steps_s"] for r in found) for label, found in runs.items()}
+    compile_with = min(r["compile_s"] for r in runs["with"])
+    lines.append(
+        f"with/without: {best['with'] / best['without']:.2f} of the first steps' time; compile with the artifacts"
+        f" {compile_with:.1f} s ({runs['with'][0]['device']}, torch {runs['with'][0]['torch']})"
+    )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tuned", nargs="?", type=Path, help="a tuned config with its compile artifacts beside it")
+    parser.add_argument("--workload", help="capture one configuration first: a workload (gpt2, resnet50, mod:fn)")
+    parser.add_argument("--preset", default="full")
+    parser.add_argument("-p", dest="params", action="append", default=[], help="key=value of the configuration")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--steps", type=int, default=3, help="first steps timed (compile included)")
+    parser.add_argument("--steady", type=int, default=5, help="steps after them, for the steady step time")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each, alternating")
+    parser.add_argument("--warm", action="store_true", help="also a run reusing the 'with' run's cache folders")
+    parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_once(str(args.tuned), args.steps, args.steady)))
+        return
+    if (args.tuned is None) == (args.workload is None):
+        parser.error("give a tuned config, or --workload with -p key=value")
+    with tempfile.TemporaryDirectory(prefix="autotune-artifacts-") as tmp:
+        folder = Path(tmp)
+        if args.workload:
+            params = dict(pair.split("=", 1) for pair in args.params)
+            tuned = capture(args.workload, args.preset, params, args.device, folder)
+        else:
+            tuned = args.tuned.resolve()
+        plain = without_artifacts(tuned, folder)
+        runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
+        for repeat in range(args.repeats):
+            runs["without"].append(measure(plain, folder / f"caches-without-{repeat}", args.steps, args.steady))
+            runs["with"].append(measure(tuned, folder / f"caches-with-{repeat}", args.steps, args.steady))
+        if args.warm:
+            runs["warm"] = [measure(tuned, folder / "caches-with-0", args.steps, args.steady)]
+        print(json.dumps(runs, indent=2) if args.json else "\n".join(report(runs, args.steps)))
+
+
+if __name__ == "__main__":
+    main()
