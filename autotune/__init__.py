@@ -9,7 +9,7 @@ from autotune.errors import AutotuneError, InvalidCombination
 from autotune.results import Status, TrialResult
 
 if TYPE_CHECKING:
-    from autotune.tuned import TunedConfig
+    from autotune.tuned.config import TunedConfig
 
 __all__ = ["AutotuneError", "InvalidCombination", "Status", "TrialResult", "__version__", "load"]
 __version__ = "0.1.0"
@@ -18,8 +18,8 @@ __version__ = "0.1.0"
 def load(path: str | os.PathLike[str]) -> TunedConfig:
     """Read a tuned config written by ``autotune export``; then ``model, step_ctx = cfg.apply(model, optimizer)``.
 
-    See :func:`autotune.export.load`. Imported on first use, so ``import autotune`` stays light.
+    See :func:`autotune.tuned.file.load`. Imported on first use, so ``import autotune`` stays light.
     """
-    from autotune.export import load as load_tuned_config
+    from autotune.tuned.file import load as load_tuned_config
 
     return load_tuned_config(path)

@@ -260,8 +260,8 @@ def export(study_name: str, storage: str, output: Path, rule: str | None, compil
     A compiled winner's compile artifacts go beside it (OUTPUT's stem + .compile-artifacts.bin): production's
     apply() loads them instead of compiling it all again.
     """
-    from autotune.export import Shipping
-    from autotune.export import export as write_config
+    from autotune.views.export import Shipping
+    from autotune.views.export import export as write_config
 
     study, info = _open_study(study_name, storage)
     shipping = None

@@ -124,10 +124,11 @@ def capture(workload: str, preset: str, params: dict[str, str], device: str, fol
     """One trial of the configuration (its artifacts saved), written as a tuned config with them beside it."""
     import yaml
 
-    from autotune import compileartifacts, knobs
+    from autotune import knobs
     from autotune.jobspec import TrialSpec
     from autotune.runner import TrialRunner
-    from autotune.tuned import TunedConfig
+    from autotune.tuned import artifacts as compileartifacts
+    from autotune.tuned.config import TunedConfig
 
     spec = TrialSpec(workload, params, preset, device, compile_cache_dir=str(folder / "study-cache"))
     print(f"capturing: one trial of {workload} ({preset}) {params}", file=sys.stderr)

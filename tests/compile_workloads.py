@@ -1,6 +1,6 @@
 """A model whose compile is worth shipping, as a trial workload and in a production loop.
 
-``python compile_workloads.py TUNED.yaml`` is that production loop (tests/test_compile_artifacts.py runs it in
+``python compile_workloads.py TUNED.yaml`` is that production loop (tests/tuned/test_compile_artifacts.py runs it in
 fresh processes): the two lines of the README, then the first steps, and one JSON line with what they took.
 """
 

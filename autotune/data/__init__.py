@@ -1,6 +1,6 @@
 """The input pipeline of a training job, built from the data-path knobs.
 
-The trial job and production (:meth:`autotune.tuned.TunedConfig.dataloader`) call the same code,
+The trial job and production (:meth:`autotune.tuned.config.TunedConfig.dataloader`) call the same code,
 so the loader that was measured is the loader that ships:
 
 - ``loader``: the ``DataLoader`` built from the knobs (workers, pinning, prefetch factor,

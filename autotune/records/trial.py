@@ -200,7 +200,7 @@ class TrialRecord:
 
     @property
     def compile_artifacts(self) -> dict[str, Any] | None:
-        """What the trial saved of its compile (:mod:`autotune.trialartifacts`): its file in the study's cache
+        """What the trial saved of its compile (:mod:`autotune.trial.artifacts`): its file in the study's cache
         folder, sha256, size and env; None when it saved none (eager, failed, or swept before trials saved them)."""
         saved = self.result.extra.get("compile_artifacts") if self.result is not None else None
         return dict(saved) if isinstance(saved, Mapping) else None

@@ -105,7 +105,7 @@ def _summary_metrics(summary: SweepSummary, winner: Any) -> dict[str, float]:
 def _summary_artifacts(ctx: SweepContext, table: list[Any], folder: Path) -> tuple[dict[str, str], list[Path]]:
     """The parent run's text artifacts, and its files: the winner's compile artifacts (written in ``folder``)."""
     from autotune.errors import AutotuneError
-    from autotune.export import export
+    from autotune.views.export import export
     from autotune.views.leaderboard import render
 
     artifacts = {"leaderboard.csv": render(table, ctx.info, "csv", None)}

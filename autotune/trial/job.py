@@ -20,11 +20,12 @@ from typing import Any
 import torch
 
 from autotune import knobs as knobs_mod
-from autotune import trialartifacts, workloads
+from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
 from autotune.jobspec import TrialSpec
 from autotune.kernels.pinning import TrialPins
 from autotune.results import Status, TrialResult
+from autotune.trial import artifacts as trialartifacts
 from autotune.trial import compilecache
 from autotune.trial.failures import classify
 from autotune.trial.measure import env_fingerprint

@@ -8,6 +8,6 @@ nothing of its own: which trial wins, by which figure and how much faster are th
 - ``text``: a trial's params and ``autotune trial``'s summary.
 
 The report page (:mod:`autotune.reporting`), MLflow's runs (:mod:`autotune.tracking`) and the exported file
-(:mod:`autotune.export`) render the same records. A view may import the records, the storage and the trial's
+(:mod:`autotune.views.export`) render the same records. A view may import the records, the storage and the trial's
 result types; never the sweep.
 """

@@ -8,7 +8,7 @@ of variation (the file's re-measurements and this run's), is a regression: the r
 likeliest reason (another GPU, other software, or the same set-up measuring lower).
 
 A compiled config's shipped compile artifacts are loaded in each run of it before it compiles, by the
-function production's ``apply()`` calls (:mod:`autotune.trialartifacts`): a changed file is refused
+function production's ``apply()`` calls (:mod:`autotune.trial.artifacts`): a changed file is refused
 before anything runs, and the report says whether they loaded and what compiling took.
 """
 
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from autotune import compileartifacts
 from autotune.errors import AutotuneError
 from autotune.jobspec import TrialSpec
 from autotune.results import TrialResult
+from autotune.tuned import artifacts as compileartifacts
 
 __all__ = ["MIN_TOLERANCE", "Verification", "VerifyFailed", "verification_specs", "verify"]
 
@@ -115,7 +115,7 @@ def verification_specs(
 def with_shipped_artifacts(spec: TrialSpec, config: Any) -> TrialSpec:
     """``spec`` loading ``config``'s compile artifacts first, as production's apply() does; the file is checked
     here, so a changed one is refused (AutotuneError) before any run. ``spec`` as it is without artifacts."""
-    from autotune.trialartifacts import shipped_spec_field
+    from autotune.trial.artifacts import shipped_spec_field
 
     if not config.compile_artifacts or config.source is None or config.to_knobs().compile_mode == "none":
         return spec
@@ -154,7 +154,7 @@ def _recorded(provenance: Mapping[str, Any], metric: str) -> tuple[float | None,
 
 
 def _env_changes(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
-    from autotune.export import env_differences
+    from autotune.tuned.file import env_differences
 
     return [
         f"{_ENV_LABELS[key]}: recorded {recorded.get(key)}, here {here.get(key)}"
@@ -190,7 +190,7 @@ def verify(
 ) -> Verification:
     """Re-measure the tuned config at ``path`` and its default with ``run`` (a fresh trial process each); ``say``
     hears one line once the file is checked and the runs begin."""
-    from autotune.export import load
+    from autotune.tuned.file import load
 
     if repeats < 1:
         raise AutotuneError(f"verify needs repeats >= 1, got {repeats=}")

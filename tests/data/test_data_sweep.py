@@ -14,10 +14,10 @@ from mlflow.tracking import MlflowClient
 from study_records import measured_records
 
 import autotune
-from autotune.export import export
 from autotune.records import schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.views.export import export
 from autotune.views.progress import Progress
 
 # 1 ms a sample, batches of 16: without workers the loop waits ~16 ms a step for a ~1 ms step.

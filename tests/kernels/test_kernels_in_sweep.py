@@ -17,10 +17,10 @@ import optuna
 import pytest
 import yaml
 
-from autotune.export import export
 from autotune.records import schema
 from autotune.space import SpaceError, load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.views.export import export
 from autotune.views.progress import Progress
 
 HERE = Path(__file__).resolve().parent

@@ -20,12 +20,12 @@ from optuna.trial import TrialState
 from replay_records import MATMUL_RECORDS
 from study_records import measured_records
 
-from autotune.export import export
 from autotune.records import schema
 from autotune.search.replay import ReplayRecords
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.setup import study_info
+from autotune.views.export import export
 from autotune.views.leaderboard import leaderboard
 from autotune.views.progress import Progress
 

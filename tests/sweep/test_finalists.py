@@ -10,11 +10,11 @@ import optuna
 import yaml
 from finalist_workloads import WATCHED
 
-from autotune.export import export
 from autotune.records import TrialKind, schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.summary import summary_text
+from autotune.views.export import export
 from autotune.views.leaderboard import leaderboard
 from autotune.views.progress import Progress
 

@@ -8,10 +8,11 @@ import optuna
 from study_records import measured_records
 from trial_workloads import outlier_space
 
-from autotune.export import export, load
 from autotune.records import schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.tuned.file import load
+from autotune.views.export import export
 from autotune.views.leaderboard import leaderboard
 from autotune.views.progress import Progress
 

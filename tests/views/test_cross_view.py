@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 from optuna.trial import TrialState
 
 from autotune.errors import AutotuneError
-from autotune.export import export
 from autotune.records import StudyInfo, StudyRecords, TrialKind, schema
 from autotune.reporting.data import gather
 from autotune.results import Status, TrialResult
@@ -41,6 +40,7 @@ from autotune.sweep.remeasure import medians
 from autotune.sweep.summary import summarize, summary_text
 from autotune.tracking.description import SweepFacts, finished
 from autotune.tracking.trial_runs import TrialBatch
+from autotune.views.export import export
 from autotune.views.leaderboard import leaderboard, render
 from autotune.views.progress import Progress, winner_text
 from autotune.views.status import sweep_status

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.export import export
 from autotune.runner import TrialRunner
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.views.export import export
 from autotune.views.progress import Progress
 from autotune.views.verify import verify
 

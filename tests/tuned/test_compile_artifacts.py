@@ -30,19 +30,20 @@ import yaml
 from compile_workloads import BATCH, FIRST_STEPS, deep_mlp_model
 from recorded_studies import THROUGHPUT, add_trial, make_study
 
-from autotune import compileartifacts
-from autotune.compileartifacts import Artifacts, CompileArtifactsWarning
 from autotune.errors import AutotuneError
-from autotune.export import EnvMismatchWarning, Shipping, export, load
 from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.knobs import Knobs
 from autotune.records import StudyInfo
 from autotune.results import Status, TrialResult
 from autotune.runner import TrialRunner
 from autotune.trial.compilecache import study_cache_dir
-from autotune.tuned import TunedConfig
+from autotune.tuned import artifacts as compileartifacts
+from autotune.tuned.artifacts import Artifacts, CompileArtifactsWarning
+from autotune.tuned.config import TunedConfig
+from autotune.tuned.file import EnvMismatchWarning, load
+from autotune.views.export import Shipping, export
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]  # tests/, where the shared workload scripts live
 STUDY = "mlp"
 WORKLOAD = "compile_workloads:deep_mlp"
 # The bar of issue 19: the first steps with the artifacts take at most 0.7 of the time without them. Measured on
@@ -453,7 +454,7 @@ def test_verify_runs_the_tuned_config_with_its_artifacts(tmp_path: Path) -> None
 
 
 def test_a_trial_given_artifacts_of_another_machine_says_so_in_its_result(tmp_path: Path) -> None:
-    from autotune import trialartifacts
+    from autotune.trial import artifacts as trialartifacts
 
     data = b"written elsewhere"
     (tmp_path / "tuned.compile-artifacts.bin").write_bytes(data)

@@ -15,8 +15,8 @@ from transformers import Trainer, TrainingArguments
 from transformers.training_args import OptimizerNames
 
 from autotune.errors import AutotuneError
-from autotune.frameworks import FrameworkWarning, hf_training_args, lightning_trainer_kwargs
 from autotune.knobs import Knobs
+from autotune.tuned.frameworks import FrameworkWarning, hf_training_args, lightning_trainer_kwargs
 
 # A winner that a CPU can run in both frameworks: every setting but torch.compile (20 s to build on a CPU) runs.
 TUNED: dict[str, Any] = {

@@ -25,7 +25,7 @@ verified in torch 2.13's source (``torch/compiler/__init__.py``, ``torch/compile
 - Dynamo still traces the model (its bytecode is not in the artifacts), and on a CPU the C++ kernels
   are not in them either: each is built again from its source. A GPU's Triton kernels are included.
   Measured here, a 128-block MLP on a 2-core CPU shared with other jobs, first 3 steps from empty caches:
-  23-36 s without, 11-15 s with them, nearly all of that C++ builds (tests/test_compile_artifacts.py;
+  23-36 s without, 11-15 s with them, nearly all of that C++ builds (tests/tuned/test_compile_artifacts.py;
   ``scripts/compile_artifacts_benchmark.py`` measures it for a workload, on a GPU too).
 
 The format: a trial of a sweep saves its artifacts as ``<study cache>/compile-artifacts/<sha256>.bin``

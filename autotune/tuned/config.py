@@ -1,7 +1,7 @@
 """The tuned configuration as production uses it: apply the knobs, build the loader, hand it to a framework.
 
-``autotune.load("tuned.yaml")`` returns a :class:`TunedConfig`; :mod:`autotune.export` writes and
-reads the file. Every method calls the code the trials ran (:func:`autotune.knobs.apply`,
+``autotune.load("tuned.yaml")`` returns a :class:`TunedConfig`: :mod:`autotune.tuned.file` reads the
+file, :mod:`autotune.views.export` writes it. Every method calls the code the trials ran (:func:`autotune.knobs.apply`,
 :func:`autotune.data.build_loader`), so what was measured is what ships.
 """
 
@@ -16,12 +16,13 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from autotune import compileartifacts, frameworks
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.data import build_loader
 from autotune.errors import AutotuneError
+from autotune.tuned import artifacts as compileartifacts
+from autotune.tuned import frameworks
 
-__all__ = ["SCHEMA_VERSION", "TunedConfig", "shape_key"]
+__all__ = ["SCHEMA_VERSION", "TunedConfig", "shape_key", "user_stacklevel"]
 
 SCHEMA_VERSION = 1
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
@@ -37,7 +38,7 @@ class TunedConfig:
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
-    # The winner's compile, shipped beside the file (autotune.compileartifacts): {} when none was.
+    # The winner's compile, shipped beside the file (autotune.tuned.artifacts): {} when none was.
     compile_artifacts: dict[str, Any] = field(default_factory=dict)
     source: Path | None = field(default=None, repr=False, compare=False)  # the file it was loaded from
     # What apply() did with the compile artifacts (None before it, or without any).
@@ -69,10 +70,10 @@ class TunedConfig:
         the training step uses for autocast, backward and the optimizer step. Inductor options
         (``knobs.inductor``, a finalist's) go to ``torch.compile`` with the compile mode, as in the trial.
 
-        A compiled config's shipped compile artifacts are loaded first (:mod:`autotune.compileartifacts`):
+        A compiled config's shipped compile artifacts are loaded first (:mod:`autotune.tuned.artifacts`):
         a file whose sha256 is not the recorded one raises AutotuneError; one written by another torch,
         Triton, GPU or CPU warns in one line and the model compiles from scratch. A compiled config also
-        makes this process's compile-cache keys the trials' (:func:`~autotune.compileartifacts.stable_cache_keys`).
+        makes this process's compile-cache keys the trials' (:func:`~autotune.tuned.artifacts.stable_cache_keys`).
         """
         first = next(model.parameters(), None)
         if device_type is None:
@@ -94,7 +95,7 @@ class TunedConfig:
         name = self.source.name if self.source is not None else "the tuned config"
         artifacts = compileartifacts.Artifacts.from_dict(self.compile_artifacts, f"{name}: {compileartifacts.SECTION}")
         folder = self.source.parent if self.source is not None else Path.cwd()
-        level = _outside_autotune()
+        level = user_stacklevel()
         warn = not self.artifacts_warned
         return compileartifacts.load_shipped(artifacts, folder, device, recorded_in=name, warn=warn, stacklevel=level)
 
@@ -121,7 +122,7 @@ class TunedConfig:
     def hf_training_args(self) -> dict[str, Any]:
         """Keyword arguments for ``transformers.TrainingArguments``: precision, TF32, torch.compile and its
         mode, fused AdamW, batch size, DataLoader settings. What it cannot express is named in one
-        :class:`autotune.frameworks.FrameworkWarning`, with what to do instead."""
+        :class:`autotune.tuned.frameworks.FrameworkWarning`, with what to do instead."""
         return frameworks.hf_training_args(self.knobs, kernels=self.kernels)
 
     def lightning_trainer_kwargs(self) -> dict[str, Any]:
@@ -148,7 +149,7 @@ class TunedConfig:
         }
 
 
-def _outside_autotune() -> int:
+def user_stacklevel() -> int:
     """The stacklevel, for a warning the caller issues, of the first frame outside this package: the user's line."""
     frame: FrameType | None = sys._getframe(1)
     level = 1

@@ -1,31 +1,23 @@
-"""Tuned-config export and load over real sqlite studies, and production apply() on a tiny conv net."""
+"""``autotune export`` over real sqlite studies: what it writes, and that load() and apply() read it back."""
 
 from __future__ import annotations
 
-import math
-import warnings
 from pathlib import Path
-from typing import Any
 
 import optuna
 import pytest
 import torch
 import yaml
 from recorded_studies import add_trial, failed, make_info, make_study, ok_result
+from tuned_files import FINALIST_OPTIONS, here_env
 
 import autotune
 from autotune import workloads
 from autotune.errors import AutotuneError
-from autotune.export import (
-    SCHEMA_VERSION,
-    EnvMismatchWarning,
-    TunedConfig,
-    current_env,
-    export,
-    load,
-)
 from autotune.records import StudyInfo
 from autotune.results import Status, TrialResult
+from autotune.tuned.file import load
+from autotune.views.export import export
 from autotune.workloads.gpt2 import GPT
 
 STORAGE = "postgresql+psycopg2://tuner:s3cret@db.example:5432/autotune"
@@ -39,11 +31,6 @@ TUNED_KNOBS = {
     "fused_optimizer": True,
     "matmul_precision": "auto",
 }
-
-
-def here_env() -> dict[str, Any]:
-    """A provenance env that matches this machine, so loading it does not warn."""
-    return {k: v for k, v in current_env().items() if v is not None}
 
 
 @pytest.fixture
@@ -62,18 +49,6 @@ def study(tmp_path: Path, info: StudyInfo) -> optuna.Study:
     add_trial(s, info, ok_result(2000.0, 8.0, **{**TUNED_KNOBS, "batch_size": 64}))
     add_trial(s, info, failed(Status.OOM, "CUDA out of memory", batch_size=1024))
     return s
-
-
-def write_config(path: Path, **changes: Any) -> Path:
-    data: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "workload": {"name": "resnet50", "preset": "tiny"},
-        "knobs": {"precision": "bf16"},
-        "provenance": {"env": here_env()},
-    }
-    data.update(changes)
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def test_export_then_load_round_trip(tmp_path: Path, study: optuna.Study, info: StudyInfo) -> None:
@@ -163,131 +138,6 @@ def test_export_with_no_feasible_trial(tmp_path: Path, info: StudyInfo) -> None:
         export(s, info, tmp_path / "tuned.yaml")
 
 
-def test_load_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(AutotuneError, match=r"tuned config .*nope.yaml: not found"):
-        load(tmp_path / "nope.yaml")
-
-
-@pytest.mark.parametrize(
-    ("changes", "message"),
-    [
-        ({"schema_version": 2}, "schema_version 2 is not supported (this autotune reads 1"),
-        ({"schema_version": None}, "no schema_version (this autotune reads 1)"),
-        ({"knobs": {"precision": "bf16", "warp_speed": 9}}, "unknown knob 'warp_speed'; knobs are: batch_size"),
-        ({"knobs": {"precision": "fp8"}}, "knob precision='fp8' is not valid"),
-        ({"knob": {"precision": "bf16"}}, "unknown section(s) knob"),
-        ({"kernels": [1, 2]}, "kernels must be a mapping, got list"),
-    ],
-)
-def test_load_errors_name_the_problem(tmp_path: Path, changes: dict[str, Any], message: str) -> None:
-    path = write_config(tmp_path / "tuned.yaml", **changes)
-    with pytest.raises(AutotuneError) as caught:
-        load(path)
-    assert message in str(caught.value) and "\n" not in str(caught.value)
-    assert str(caught.value).startswith(f"tuned config {path}: ")
-
-
-def test_load_bad_yaml(tmp_path: Path) -> None:
-    path = tmp_path / "tuned.yaml"
-    path.write_text("schema_version: 1\nknobs: {precision: bf16\n")
-    with pytest.raises(AutotuneError, match=r"not valid YAML \(.* at line \d+\)$"):
-        load(path)
-
-
-def test_load_warns_when_measured_elsewhere(tmp_path: Path) -> None:
-    env = {**here_env(), "torch": "2.0.0", "gpu": "NVIDIA H200"}
-    path = write_config(tmp_path / "tuned.yaml", provenance={"env": env})
-    with pytest.warns(EnvMismatchWarning) as caught:
-        load(path)
-    message = str(caught[0].message)
-    assert message.startswith("tuned.yaml was measured on NVIDIA H200 / torch 2.0.0; this machine has ")
-    assert f"torch {torch.__version__}" in message and message.endswith("re-tune for numbers that hold")
-
-
-def test_load_is_quiet_on_the_same_machine(tmp_path: Path) -> None:
-    env = {**here_env(), "torch": torch.__version__.split("+")[0] + "+cu999", "host": "elsewhere"}
-    path = write_config(tmp_path / "tuned.yaml", provenance={"env": env})
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        autotune.load(path)  # the top-level, lazily imported entry point
-
-
-def test_apply_trains_a_conv_net_as_the_trials_did(tmp_path: Path) -> None:
-    knobs = {"precision": "bf16", "memory_format": "channels_last", "fused_optimizer": True, "compile_mode": "none"}
-    path = write_config(tmp_path / "tuned.yaml", knobs={**knobs, "batch_size": 4})
-    cfg = autotune.load(path)
-    torch.manual_seed(0)
-    work = workloads.build("resnet50", "tiny", {}, torch.device("cpu"))
-    optimizer = torch.optim.AdamW(work.model.parameters(), lr=1e-3)
-    model, step_ctx = cfg.apply(work.model, optimizer)
-    assert step_ctx.autocast_dtype is torch.bfloat16 and step_ctx.channels_last_inputs
-    assert optimizer.param_groups[0]["fused"] is True
-    conv = next(p for p in model.parameters() if p.dim() == 4)
-    assert conv.is_contiguous(memory_format=torch.channels_last)
-    before = conv.detach().clone()
-    assert cfg.batch_size == 4
-    for _ in range(3):
-        inputs, targets = work.make_batch(cfg.batch_size, torch.device("cpu"))
-        with step_ctx.autocast():
-            loss = work.loss_fn(model(step_ctx.prepare_inputs(inputs)), targets)
-        step_ctx.backward(loss)
-        step_ctx.step(optimizer)
-        optimizer.zero_grad(set_to_none=True)
-        assert math.isfinite(float(loss.detach()))
-    assert not torch.equal(before, conv.detach())
-    assert conv.is_contiguous(memory_format=torch.channels_last)
-
-
-def test_apply_takes_the_device_type_from_the_model() -> None:
-    cfg = TunedConfig(knobs={"precision": "fp16"})
-    _, step_ctx = cfg.apply(torch.nn.Linear(4, 4))
-    assert step_ctx.device_type == "cpu" and step_ctx.scaler is not None
-
-
-DATA_KNOBS = {"batch_size": 32, "num_workers": 2, "pin_memory": True, "prefetch_factor": 5, "persistent_workers": True}
-
-
-def points(count: int = 128) -> torch.utils.data.TensorDataset:
-    return torch.utils.data.TensorDataset(torch.randn(count, 4), torch.randint(0, 2, (count,)))
-
-
-def test_dataloader_rebuilds_the_tuned_loader(tmp_path: Path) -> None:
-    cfg = load(write_config(tmp_path / "tuned.yaml", knobs={**DATA_KNOBS, "non_blocking": True}))
-    loader = cfg.dataloader(points(), device="cuda")
-    assert (loader.batch_size, loader.num_workers, loader.prefetch_factor) == (32, 2, 5)
-    assert loader.pin_memory and loader.persistent_workers and loader.drop_last
-    assert isinstance(loader.sampler, torch.utils.data.RandomSampler)  # shuffled, as the trials were
-    # Where the batches stay on a CPU, pinned memory would buy nothing: it is off.
-    assert not cfg.dataloader(points(), device="cpu").pin_memory
-    assert cfg.dataloader(points()).pin_memory is torch.cuda.is_available()
-
-
-def test_dataloader_keyword_arguments_override_the_tuned_values(tmp_path: Path) -> None:
-    cfg = TunedConfig(knobs=DATA_KNOBS)
-
-    def collate(samples: list[Any]) -> list[Any]:
-        return samples
-
-    loader = cfg.dataloader(points(), device="cpu", batch_size=8, num_workers=0, shuffle=False, collate_fn=collate)
-    assert (loader.batch_size, loader.num_workers, loader.prefetch_factor, loader.persistent_workers) == (
-        8,
-        0,
-        None,
-        False,
-    )
-    assert isinstance(loader.sampler, torch.utils.data.SequentialSampler) and loader.collate_fn is collate
-    assert len(next(iter(loader))) == 8
-
-
-def test_dataloader_without_a_tuned_batch_size_asks_for_one() -> None:
-    with pytest.raises(AutotuneError, match=r"no batch_size: pass dataloader\(dataset, batch_size=\.\.\.\)"):
-        TunedConfig(knobs={"num_workers": 2}).dataloader(points())
-    assert TunedConfig(knobs={"num_workers": 2}).dataloader(points(), batch_size=16).batch_size == 16
-
-
-FINALIST_OPTIONS = {"coordinate_descent_tuning": True, "epilogue_fusion": False}
-
-
 def test_export_writes_a_finalists_inductor_options_as_a_mapping(tmp_path: Path, info: StudyInfo) -> None:
     s = make_study(tmp_path, info)
     add_trial(s, info, ok_result(1000.0, compile_mode="none"), default=True)
@@ -300,32 +150,6 @@ def test_export_writes_a_finalists_inductor_options_as_a_mapping(tmp_path: Path,
     assert yaml.safe_load(path.read_text())["knobs"]["inductor"] == FINALIST_OPTIONS
     cfg = load(path)
     assert cfg.to_knobs().inductor_options == FINALIST_OPTIONS
-
-
-def test_load_names_a_bad_inductor_option(tmp_path: Path) -> None:
-    path = write_config(tmp_path / "tuned.yaml", knobs={"compile_mode": "default", "inductor": {"max_autotun": True}})
-    with pytest.raises(AutotuneError, match="max_autotun: unknown Inductor option"):
-        load(path)
-
-
-def test_apply_compiles_with_the_exported_inductor_options(tmp_path: Path) -> None:
-    from torch._inductor import config
-
-    seen: list[dict[str, Any]] = []
-
-    def witness(graph: torch.fx.Graph) -> None:  # Inductor's post-grad hook: runs inside its compile
-        seen.append({name: getattr(config, name) for name in FINALIST_OPTIONS})
-
-    torch._dynamo.reset()  # compile afresh: a graph compiled earlier in this process would be reused
-    cfg = load(write_config(tmp_path / "tuned.yaml", knobs={"compile_mode": "default", "inductor": FINALIST_OPTIONS}))
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    optimizer = torch.optim.AdamW(model.parameters())
-    with config.patch(post_grad_custom_post_pass=witness):
-        compiled, step_ctx = cfg.apply(model, optimizer)
-        step_ctx.backward(compiled(torch.randn(4, 8)).square().mean())  # forward and backward compile here
-        step_ctx.step()
-    assert len(seen) == 2 and all(options == FINALIST_OPTIONS for options in seen)
-    assert {name: getattr(config, name) for name in FINALIST_OPTIONS} != FINALIST_OPTIONS  # for that compile only
 
 
 def test_compile_scope_blocks_goes_through_export_to_apply(tmp_path: Path, info: StudyInfo) -> None:

@@ -1,7 +1,7 @@
 """Compile artifacts inside the trial process: loaded before it compiles, saved after it measured.
 
 - Saved: a trial of a sweep (its spec names the study's cache folder) that ended ok saves what it compiled
-  (:func:`autotune.compileartifacts.save`) into ``<study cache>/compile-artifacts/`` and records the file
+  (:func:`autotune.tuned.artifacts.save`) into ``<study cache>/compile-artifacts/`` and records the file
   in its result, ``extra["compile_artifacts"]``; ``autotune export`` ships the chosen trial's. A trial that
   compiled nothing (eager) saves nothing. Saving comes after the timed window: no measured step pays for it.
 - Loaded: a spec that carries a tuned config's artifacts (``autotune verify``) has them loaded before
@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from autotune import compileartifacts
 from autotune.errors import first_line
 from autotune.jobspec import TrialSpec
 from autotune.results import TrialResult
+from autotune.tuned import artifacts as compileartifacts
 
 __all__ = ["load_before_compile", "record", "shipped_spec_field"]
 
