@@ -268,20 +268,25 @@ class StudyRecords:
             and (winner is None or winner.value is None or ranking.better(r.value, winner.value, self.direction))
         ]
 
-    def time_to_within(self, fraction: float = 0.02) -> tuple[float, int] | None:
+    def time_to_within(self, fraction: float = 0.02, target: float | None = None) -> tuple[float, int] | None:
         """Trial time (seconds, every measured trial's, in the order they started) until the first feasible trial
         within ``fraction`` of the winner's ranked value finished, and how many measured trials that took;
-        None without a winner. With one GPU a worker, it is GPU time: what a sweep paid to find its answer."""
-        winner = self.winner
-        if winner is None or winner.value is None:
-            return None
-        target, spent = winner.value, 0.0
+        None without a winner. With one GPU a worker, it is GPU time: what a sweep paid to find its answer.
+
+        ``target`` replaces the winner's value (a benchmark's best known value: scripts/cost_benchmark.py); then
+        None also when no trial came within ``fraction`` of it."""
+        if target is None:
+            winner = self.winner
+            if winner is None or winner.value is None:
+                return None
+            target = winner.value
+        spent = 0.0
         for count, record in enumerate(sorted(self._measured, key=_start_order), start=1):
             spent += record.duration_s
             value = record.value if record.feasible else None
             if value is not None and not ranking.better(target, value, self.direction, margin=fraction):
                 return spent, count
-        return spent, len(self._measured)  # unreachable: the winner itself is within
+        return None  # only with a target: the winner itself is within
 
     def trials_since_best(self) -> int:
         """Measured trials since the ranked value of the first objective last improved (``--patience``)."""

@@ -28,6 +28,8 @@ _NEVER_FAIL = frozenset({Status.OK.value, Status.PRUNED.value, Status.OOM.value}
 # What a record that has no result says of itself.
 RUNNING, WAITING, ABANDONED = "running", "waiting", "abandoned"
 INFEASIBLE = "infeasible"  # an ok trial that broke a constraint
+# The metric a replayed result carries its recorded trial's duration in (autotune.search.replaytimes).
+REPLAYED_DURATION = "duration_s"
 
 
 def finite(value: Any) -> float | None:
@@ -217,10 +219,20 @@ class TrialRecord:
 
     @property
     def duration_s(self) -> float:
-        """From its start to its record (0 while it runs)."""
+        """From its start to its record (0 while it runs). A replayed trial answers in an instant: where its
+        record carries the recorded trial's duration (:mod:`autotune.search.replaytimes`), that is its duration."""
+        replayed = self._replayed_duration_s()
+        if replayed is not None:
+            return replayed
         if self.started is None or self.ended is None:
             return 0.0
         return max(0.0, (self.ended - self.started).total_seconds())
+
+    def _replayed_duration_s(self) -> float | None:
+        if self.result is None or not self.result.env.get("replay"):
+            return None
+        seconds = finite(self.result.metrics.get(REPLAYED_DURATION))
+        return max(0.0, seconds) if seconds is not None else None
 
     @property
     def input_bound(self) -> bool:

@@ -54,7 +54,8 @@ def _normalise(value: Any) -> tuple[str, Any]:
 
 
 def _metrics(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The numeric fields of a record, with ``throughput`` in TFLOP/s derived from ``tflops``."""
+    """The numeric fields of a record, with ``throughput`` in TFLOP/s derived from ``tflops`` (else the record's
+    ``throughput_unit``, where it names one)."""
     out: dict[str, Any] = {
         name: value
         for name, value in record.items()
@@ -63,6 +64,8 @@ def _metrics(record: Mapping[str, Any]) -> dict[str, Any]:
     if "tflops" in out and "throughput" not in out:
         out["throughput"] = out["tflops"]
         out["throughput_unit"] = "TFLOP/s"
+    elif isinstance(record.get("throughput_unit"), str):
+        out["throughput_unit"] = record["throughput_unit"]
     return out
 
 
@@ -149,6 +152,11 @@ class ReplayRecords:
             return self._by_key.get(self._key(params))
         except TypeError:  # a non-scalar value never matches a record
             return None
+
+    def record(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A copy of the record for ``params`` as the file has it (extra parameters ignored); None when none."""
+        record = self._find(params)
+        return copy.deepcopy(record) if record is not None else None
 
     def lookup(self, params: Mapping[str, Any]) -> TrialResult:
         """The recorded result for ``params`` (extra parameters ignored); no record raises AutotuneError."""

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from optuna._transform import _SearchSpaceTransform
     from optuna.study import StudyDirection
 
-__all__ = ["DEFAULT_SAMPLER", "SAMPLER_NAMES", "DelegatingSampler", "NoRepeatSampler", "make_sampler"]
+__all__ = ["DEFAULT_SAMPLER", "SAMPLER_NAMES", "DeferredWrites", "DelegatingSampler", "NoRepeatSampler", "make_sampler"]
 
 DEFAULT_SAMPLER = "auto"
 SAMPLER_NAMES = ("auto", "tpe", "gp", "cmaes", "random", "grid")
@@ -89,7 +89,7 @@ class NoRepeatSampler(DelegatingSampler):
     A draw of CMA-ES also writes its state on the trial (the point to tell it later, its
     generation, the optimizer itself): a dozen storage writes, which for discarded draws are
     wasted, and were most of the engine's time per proposal near the end of a sweep. So the
-    draws go through :class:`_DeferredWrites`, and only the draw that stands is written.
+    draws go through :class:`DeferredWrites`, and only the draw that stands is written.
     """
 
     def __init__(self, inner: BaseSampler, tries: int = 20) -> None:
@@ -112,7 +112,7 @@ class NoRepeatSampler(DelegatingSampler):
             for t in trials
             if t.number != trial.number and t.number >= 0
         }
-        deferred = _DeferredWrites(study)
+        deferred = DeferredWrites(study)
         for _ in range(self.tries):
             deferred.discard()
             params = self.inner.sample_relative(deferred.study, trial, search_space)
@@ -130,7 +130,7 @@ class NoRepeatSampler(DelegatingSampler):
 _ABSENT = object()  # a param a trial lacks (a relative draw always has every name of its space)
 
 
-class _DeferredWrites:
+class DeferredWrites:
     """A view of ``study`` whose storage keeps trial system-attribute writes until :meth:`commit`.
 
     Samplers write their state through ``study._storage`` (CMA-ES does); everything else, reads

@@ -67,10 +67,13 @@ class Budget:
 
 @dataclass(frozen=True)
 class SamplerSpec:
-    """The Optuna sampler by name (tpe, gp, cmaes, random, grid) and its seed."""
+    """The Optuna sampler by name (tpe, gp, cmaes, random, grid), its seed, and whether it proposes by expected
+    improvement per predicted second of trial (``cost_aware``, :mod:`autotune.search.costaware`; None: the default,
+    on for TPE, ``tpe`` or what ``auto`` resolves to, off for the others)."""
 
     name: str = "auto"
     seed: int | None = None
+    cost_aware: bool | None = None
 
 
 @dataclass(frozen=True)

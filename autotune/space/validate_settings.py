@@ -43,7 +43,7 @@ __all__: list[str] = []
 _WORKLOAD_KEYS = ("name", "preset", "args")
 _OBJECTIVE_KEYS = ("metric", "direction")
 _BUDGET_KEYS = ("trials", "timeout", "trial_timeout")
-_SAMPLER_KEYS = ("name", "seed")
+_SAMPLER_KEYS = ("name", "seed", "cost_aware")
 _FINALISTS_KEYS = ("top", "compile_mode", "inductor")
 _FINALIST_COMPILE_MODES = tuple(mode for mode in COMPILE_MODES if mode != "none")
 
@@ -182,7 +182,14 @@ def _sampler(data: Mapping[str, Any], report: _Report) -> SamplerSpec | None:
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         report.add("sampler.seed", f"{_quote(seed)} is not an int")
         return None
-    return None if name is _INVALID else SamplerSpec(name, seed)
+    cost_aware = section.get("cost_aware")
+    if cost_aware is not None and not isinstance(cost_aware, bool):
+        report.add("sampler.cost_aware", f"{_quote(cost_aware)} is not true or false")
+        return None
+    if cost_aware and name == "grid":
+        report.add("sampler.cost_aware", "the grid sampler measures every point in order: nothing to weigh by cost")
+        return None
+    return None if name is _INVALID else SamplerSpec(name, seed, cost_aware)
 
 
 # --- finalists --------------------------------------------------------------------------------

@@ -46,8 +46,11 @@ def trial_executor(space: Space, options: SweepOptions) -> Executor:
 
 
 def replay_executor(path: Path) -> Executor:
-    """Each call answers from the records in ``path`` (see :mod:`autotune.search.replay`); nothing runs."""
+    """Each call answers from the records in ``path`` (see :mod:`autotune.search.replay`); nothing runs. Records
+    with trial times are answered with them, the study's compile cache and pruning included
+    (:mod:`autotune.search.replaytimes`)."""
     from autotune.search.replay import ReplayRecords
+    from autotune.search.replaytimes import TimedReplay
 
-    records = ReplayRecords.load(path)
-    return lambda params, _timeout, _pruning: records.lookup(params)
+    replay = TimedReplay(ReplayRecords.load(path))
+    return lambda params, _timeout, pruning: replay.answer(params, pruning)

@@ -10,6 +10,7 @@ import optuna
 from autotune.errors import AutotuneError
 from autotune.records import StudyRecords, schema
 from autotune.records.schema import StudyInfo
+from autotune.search.costaware import CostAwareSampler, cost_aware
 from autotune.search.evidence import Evidence, load_evidence
 from autotune.search.samplers import make_sampler
 from autotune.search.samplerview import OrdinalView
@@ -64,9 +65,10 @@ def open_study(
 ) -> OpenStudy:
     """Create the study, or load it to resume; a study made for another workload is bad input.
 
-    The sampler (``sampler``, else the space's) reads the study through an
-    :class:`~autotune.search.samplerview.OrdinalView`, with the evidence of ``--warm-start`` if any (a
-    resumed study keeps the warm start it recorded); ``progress`` gets the line saying so.
+    The sampler (``sampler``, else the space's, cost-aware where :func:`autotune.search.costaware.cost_aware`
+    says) reads the study through an :class:`~autotune.search.samplerview.OrdinalView`, with the evidence of
+    ``--warm-start`` if any (a resumed study keeps the warm start it recorded); ``progress`` gets the line
+    saying so.
     """
     name = study_name(space, options)
     storage = open_storage(options.storage)
@@ -87,6 +89,8 @@ def open_study(
         seed = options.seed if options.seed is not None else space.sampler.seed
         kinds = {param.kind for param in space.params.values()}
         sampler = make_sampler(space.sampler.name, seed, kinds, evidence.trials() if evidence else ())
+        if cost_aware(space.sampler, kinds):
+            sampler = CostAwareSampler(sampler, seed=seed)
     study.sampler = OrdinalView(sampler, space.ordinals, evidence)
     return OpenStudy(study, storage, space)
 

@@ -8,7 +8,6 @@ beside the file (``tuned.compile-artifacts.bin``): :mod:`autotune.views.shipping
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import optuna
 import yaml
 
+import autotune
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.atomicfile import write_atomically as _write_atomically
 from autotune.errors import AutotuneError
@@ -95,7 +95,7 @@ def _provenance(records: StudyRecords, record: TrialRecord, storage: str) -> dic
         "default": _default_trial(records),
         "mlflow_run_id": record.mlflow_run_id,
         "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "autotune_version": importlib.metadata.version("autotune"),
+        "autotune_version": autotune.__version__,  # also when run from a source tree (no package metadata)
     }
     return {k: v for k, v in provenance.items() if v is not None}
 

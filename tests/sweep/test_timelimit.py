@@ -118,8 +118,12 @@ def test_the_search_leaves_the_finishing_stages_their_time(tmp_path: Path) -> No
     assert limit(tmp_path, deadline).search_over(found, now=deadline - reserve - typical - 1) is None
     over = limit(tmp_path, deadline).search_over(found, now=deadline - reserve - typical + 1)
     assert over == "sweep time limit reached, less the 5m10s kept for the finishing stages (re-measuring, finalists)"
-    # At most half the limit is kept from the search; nothing under --replay; past the limit, the plain reason.
-    assert limit(tmp_path, deadline, timeout="200s").reserve(found) == 100.0
+    # At most half the limit is kept from the search, and nothing for a finalist that would not fit in that half
+    # (the stage would not start it): only the re-measurements; all of the half where they need more.
+    assert limit(tmp_path, deadline, timeout="620s").reserve(found) == pytest.approx(reserve)
+    assert limit(tmp_path, deadline, timeout="400s").reserve(found) == pytest.approx(2 * 27.5)
+    assert limit(tmp_path, deadline, timeout="100s").reserve(found) == pytest.approx(50.0)
+    # Nothing under --replay; past the limit, the plain reason.
     assert limit(tmp_path, deadline, replay=tmp_path / "r.json").reserve(found) == 0.0
     assert limit(tmp_path, deadline).search_over(found, now=deadline) == "sweep time limit reached"
     assert limit(tmp_path, None).search_over(found) is None

@@ -170,3 +170,12 @@ def test_compile_scope_blocks_goes_through_export_to_apply(tmp_path: Path, info:
     assert step_ctx.blocks is not None and step_ctx.blocks.modules == tuple(model.blocks)
     assert all(block._compiled_call_impl is not None for block in model.blocks)
     assert model._compiled_call_impl is None and "compile_scope" not in step_ctx.noops
+
+
+def test_the_recorded_version_is_the_project_s_also_from_a_source_tree() -> None:
+    """Export records autotune.__version__ (a GPU box runs the package from its source tree, with no installed
+    metadata to read): it must be pyproject's version."""
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert autotune.__version__ == pyproject["project"]["version"]

@@ -1,0 +1,118 @@
+"""Replay with trial times: a replayed trial costs what its recorded trial did, compile cache and pruning included.
+
+A replay file (:mod:`autotune.search.replay`) whose records carry ``duration_s`` is *timed*: each record says what
+its trial cost on the GPU that measured it (or in the model that stands for one: ``scripts/record_model.py``),
+in seconds:
+
+- ``duration_s``: the whole trial, from its start to its record, with a fresh compile;
+- ``compile_s``: the compile in it (0 for an eager configuration);
+- ``cached_compile_s``: its compile when the study had compiled the same graph before
+  (:func:`autotune.search.costmodel.graph_key`: a study's trials share one compile cache); default ``compile_s``;
+- ``probe_s``: for a compiled configuration, the seconds until its eager twin's throughput
+  (``eager_probe_throughput``, :mod:`autotune.trial.eagerprobe`) is known: where a trial pruned before compiling stops;
+- ``window_s``: the timed window, which a trial pruned after its warm-up skips.
+
+:class:`TimedReplay` answers as the sweep's trial job would: the compile is the cached one where the study
+compiled the graph before; given a :class:`~autotune.jobspec.Pruning`, a compiled configuration whose eager
+figure times the study's compile gain cannot reach the bound stops before compiling (costing ``probe_s``), and
+one whose throughput is under the bound stops after its warm-up (its duration less ``window_s``). The result
+carries the trial's duration in its ``duration_s`` metric, which :attr:`TrialRecord.duration_s` reads: the
+record model's figures (time shares, time to within 2%) are then the replayed ones, computed as for a real sweep.
+
+The graphs compiled are kept by the :class:`TimedReplay` object, one per sweep process: a resumed replay
+starts with an empty cache, as a sweep whose cache folder was removed would. Records without ``duration_s``
+are answered as :meth:`ReplayRecords.lookup` answers them, pruning aside (the matmul records have no times).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeGuard
+
+from autotune.jobspec import Pruning
+from autotune.records.trial import REPLAYED_DURATION
+from autotune.results import Status, TrialResult
+from autotune.search.costmodel import graph_key
+from autotune.search.replay import ReplayRecords
+
+__all__ = ["TIME_FIELDS", "TimedReplay"]
+
+# What a timed record says of its trial's time; only duration_s and compile_s reach the result's metrics.
+TIME_FIELDS = ("duration_s", "compile_s", "cached_compile_s", "probe_s", "window_s")
+
+
+class TimedReplay:
+    """Answers trials from ``records`` with their recorded time (module docstring)."""
+
+    def __init__(self, records: ReplayRecords) -> None:
+        self.records = records
+        self.compiled: set[str] = set()  # graph keys this sweep has compiled
+
+    def answer(self, params: Mapping[str, Any], pruning: Pruning | None = None) -> TrialResult:
+        result = self.records.lookup(params)
+        record = self.records.record(params)
+        if record is None or not _number(record.get(REPLAYED_DURATION)):
+            return result  # untimed: as before
+        duration = float(record[REPLAYED_DURATION])
+        if not result.ok:
+            result.metrics = {REPLAYED_DURATION: duration}
+            return result
+        metrics = {k: v for k, v in result.metrics.items() if k not in TIME_FIELDS}
+        key = graph_key(params)
+        fresh = float(record.get("compile_s") or 0.0)
+        compile_s = fresh
+        if key is not None and key in self.compiled:
+            cached = record.get("cached_compile_s")
+            compile_s = float(cached) if _number(cached) else fresh
+        duration += compile_s - fresh
+        early = self._pruned_before_compile(params, record, metrics, pruning)
+        if early is not None:
+            return early
+        if key is not None:
+            self.compiled.add(key)
+        below = pruning.below if pruning is not None else None
+        throughput = metrics.get("throughput")
+        if below is not None and _number(throughput) and throughput < below:
+            duration -= float(record.get("window_s") or 0.0)
+            reason = f"warm-up throughput {throughput:,.4g} is below {below:,.4g}{_basis(pruning)}"
+            pruned = {**metrics, "compile_s": compile_s, REPLAYED_DURATION: max(duration, 0.0)}
+            return self._result(Status.PRUNED, reason, params, pruned)
+        return self._result(Status.OK, None, params, {**metrics, "compile_s": compile_s, REPLAYED_DURATION: duration})
+
+    def _pruned_before_compile(
+        self, params: Mapping[str, Any], record: Mapping[str, Any], metrics: Mapping[str, Any], pruning: Pruning | None
+    ) -> TrialResult | None:
+        """Pruned before compiling, as the trial job decides it (:mod:`autotune.trial.eagerprobe`)."""
+        eager = metrics.get("eager_probe_throughput")
+        if graph_key(params) is None or pruning is None or pruning.below is None or pruning.compile_gain is None:
+            return None
+        if not _number(eager) or eager * pruning.compile_gain >= pruning.below:
+            return None
+        reachable = eager * pruning.compile_gain
+        reason = (
+            f"before compiling: eager {eager:,.4g} x {pruning.compile_gain:.2f} (the most compiling gained in this "
+            f"study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}{_basis(pruning)}"
+        )
+        early = {
+            "throughput": reachable,
+            "eager_probe_throughput": eager,
+            "pruned_before_compile": 1.0,
+            "compile_s": 0.0,
+            REPLAYED_DURATION: float(record.get("probe_s") or 0.0),
+        }
+        if "throughput_unit" in metrics:
+            early["throughput_unit"] = metrics["throughput_unit"]
+        return self._result(Status.PRUNED, reason, params, early)
+
+    def _result(
+        self, status: Status, reason: str | None, params: Mapping[str, Any], metrics: dict[str, Any]
+    ) -> TrialResult:
+        return TrialResult(status, reason, dict(params), metrics, self.records.env)
+
+
+def _number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _basis(pruning: Pruning | None) -> str:
+    return f" ({pruning.basis})" if pruning is not None and pruning.basis else ""
