@@ -20,6 +20,6 @@ def load(path: str | os.PathLike[str]) -> TunedConfig:
 
     See :func:`autotune.tuned.file.load`. Imported on first use, so ``import autotune`` stays light.
     """
-    from autotune.tuned.file import load as load_tuned_config
+    from autotune.tuned.file import load as load_tuned_config  # deferred: torch, ~1 s; `import autotune` stays light
 
     return load_tuned_config(path)

@@ -42,7 +42,9 @@ OptionValue = bool | str
 
 def available() -> dict[str, type]:
     """The allowed options this torch's Inductor has, with their type (``bool`` or ``str``)."""
-    from torch._inductor import config  # imported with torch._dynamo already; it starts no thread
+    # deferred: Inductor's config adds ~1.2 s to torch's import, and only a knob or space that names Inductor
+    # options asks for it (importing it starts no thread)
+    from torch._inductor import config
 
     current = config.get_config_copy()
     return {name: type(current[name]) for name in ALLOWED if name in current}

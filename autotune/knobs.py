@@ -380,6 +380,7 @@ def compile_arguments(knobs: Knobs) -> dict[str, Any]:
     options = knobs.inductor_options
     if not options:
         return {"mode": knobs.compile_mode}
+    # deferred: Inductor adds ~1.2 s to torch's import; only knobs with Inductor options need it here
     from torch._inductor import list_mode_options
 
     return {"options": {**list_mode_options(knobs.compile_mode), **options}}

@@ -146,6 +146,7 @@ def capture(workload: str, preset: str, params: dict[str, str], device: str, fol
         knobs={k: resolved[k] for k in knobs.KNOB_SPECS if k in resolved},
         params={k: v for k, v in resolved.items() if k not in knobs.KNOB_SPECS},
         workload={"name": workload, "preset": preset},
+        kernels={path: chosen for path, chosen in result.kernels.items() if "by_shape" in chosen},  # as export does
         provenance={
             "env": json.loads(json.dumps(result.env)),  # plain strings (torch's version is a str subclass)
             "metrics": {"compile_s": result.metrics.get("compile_s")},

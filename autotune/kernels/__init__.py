@@ -6,8 +6,9 @@
 - ``declare``: :func:`~autotune.kernels.declare.tunable`, declaring a kernel by its ordered values.
 - ``pinning``: a kernel pinned to one config (no benchmarking at launch), recording its shape keys;
   production pinning that falls back, with a warning, on shapes never measured.
+- ``choices``: what the autotuned kernels a trial did not pin chose for themselves (production pins the same).
 """
 
 from __future__ import annotations
 
-__all__ = ["declare", "listing", "matmul", "pinning"]
+__all__ = ["choices", "declare", "listing", "matmul", "pinning"]

@@ -157,18 +157,39 @@ class TrialPins:
 
 
 def pin_tuned(kernels: Mapping[str, Mapping[str, Any]]) -> None:
-    """Production: pin every kernel of a tuned config (``kernels:`` entries keyed by import path).
+    """Production: pin every kernel of a tuned config (``kernels:`` entries keyed by import path): a listed kernel
+    to the config the sweep chose, a kernel that chose for itself in the trial (``chosen_by: autotune``,
+    :mod:`autotune.kernels.choices`) to what it chose there.
 
     A kernel that cannot be imported here warns (:class:`KernelWarning`) and is left as it is.
     """
     for path, tuned in kernels.items():
-        if ":" not in path or "kwargs" not in tuned:
+        if ":" not in path or not ("kwargs" in tuned or "by_shape" in tuned):
             continue  # the built-in matmul workload's block sizes, looked up with kernel_config()
         try:
             kernel = load_kernel(path)
         except AutotuneError as exc:
             warnings.warn(f"tuned kernel not pinned: {exc}", KernelWarning, stacklevel=3)
             continue
+        if "by_shape" in tuned:
+            _pin_chosen(kernel, tuned["by_shape"])
+            continue
         values = {**tuned["kwargs"], "num_warps": tuned["num_warps"], "num_stages": tuned["num_stages"]}
         keys = [tuple(key) for key in tuned.get("shape_keys", [])]
         pin_measured(kernel.autotuner, ListedKernel.make_config(values), keys, path)
+
+
+def _pin_chosen(kernel: ListedKernel, by_shape: Collection[Mapping[str, Any]]) -> None:
+    """What the kernel's autotuner chose in the trial, per shape key: one config for every key is pinned as a
+    listed kernel is (also inside ``torch.compile``, which reads ``configs``); where keys chose differently, each
+    choice goes into the autotuner's own cache (eager launches skip benchmarking; a compiled graph autotunes)."""
+    chosen = {
+        tuple(choice["shape_key"]): ListedKernel.make_config(
+            {**choice["kwargs"], "num_warps": choice["num_warps"], "num_stages": choice["num_stages"]}
+        )
+        for choice in by_shape
+    }
+    if len({config_label(config) for config in chosen.values()}) == 1:
+        pin_measured(kernel.autotuner, next(iter(chosen.values())), list(chosen), kernel.path)
+    else:
+        kernel.autotuner.cache.update(chosen)

@@ -197,7 +197,8 @@ def _restricted(trial: FrozenTrial, names: Collection[str]) -> FrozenTrial:
 
 def _cmaes(seed: int | None, evidence: Sequence[FrozenTrial] = ()) -> BaseSampler:
     try:
-        import cmaes  # noqa: F401  (optuna imports it lazily; fail here with a useful message)
+        # deferred: cmaes costs ~0.8 s and only this sampler needs it (optuna imports it lazily: fail here, clearly)
+        import cmaes  # noqa: F401
     except ImportError as exc:
         raise AutotuneError("sampler cmaes needs the cmaes package: pip install cmaes") from exc
     # CMA-ES has no notion of constraints: infeasible trials still carry the worst value seen,

@@ -5,10 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autotune.jobspec import Pruning
+from autotune import runner as trialrunner
+from autotune.jobspec import Pruning, TrialSpec
 from autotune.results import TrialResult
+from autotune.search.replay import ReplayRecords
+from autotune.search.replaytimes import TimedReplay
 from autotune.space import Space
 from autotune.sweep.options import Executor, SweepOptions
+from autotune.sweep.setup import study_name
+from autotune.trial.compilecache import study_cache_dir
 
 __all__ = ["replay_executor", "trial_executor"]
 
@@ -19,12 +24,7 @@ def trial_executor(space: Space, options: SweepOptions) -> Executor:
     Trials compile into the study's own Inductor and Triton caches (:mod:`autotune.trial.compilecache`), so a
     repeat or a re-measurement of a compiled configuration finds its kernels there.
     """
-    from autotune.jobspec import TrialSpec
-    from autotune.runner import TrialRunner
-    from autotune.sweep.setup import study_name
-    from autotune.trial.compilecache import study_cache_dir
-
-    runner = TrialRunner()
+    runner = trialrunner.TrialRunner()  # looked up here, so a test can swap the trial processes for its own
     device = options.device or space.device
     cache = str(study_cache_dir(options.storage, study_name(space, options)))
 
@@ -49,8 +49,5 @@ def replay_executor(path: Path) -> Executor:
     """Each call answers from the records in ``path`` (see :mod:`autotune.search.replay`); nothing runs. Records
     with trial times are answered with them, the study's compile cache and pruning included
     (:mod:`autotune.search.replaytimes`)."""
-    from autotune.search.replay import ReplayRecords
-    from autotune.search.replaytimes import TimedReplay
-
     replay = TimedReplay(ReplayRecords.load(path))
     return lambda params, _timeout, pruning: replay.answer(params, pruning)

@@ -41,6 +41,8 @@ from multiprocessing.connection import Connection, wait
 from types import FrameType
 from typing import cast
 
+import pynvml
+
 from autotune.errors import AutotuneError
 from autotune.interrupts import STOP_SIGNALS, Interrupted
 from autotune.space import Space
@@ -74,8 +76,6 @@ def _all_gpus() -> tuple[str, ...]:
     if visible:
         return parse_gpus(visible)
     try:
-        import pynvml
-
         pynvml.nvmlInit()
         count = pynvml.nvmlDeviceGetCount()
     except Exception as exc:  # no driver, no library
@@ -98,8 +98,6 @@ def _device_type(space: Space, options: SweepOptions) -> str:
         raise AutotuneError(f"--gpus picks each worker's GPU: use --device cuda, not {device}")
     if device == "auto":
         with contextlib.suppress(Exception):
-            import pynvml
-
             pynvml.nvmlInit()
             return "cuda" if pynvml.nvmlDeviceGetCount() > 0 else "cpu"
         return "cpu"

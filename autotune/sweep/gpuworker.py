@@ -18,10 +18,15 @@ import threading
 import traceback
 from multiprocessing.connection import Connection
 
+import optuna
+
+from autotune.devicecheck import DeviceCheck
 from autotune.errors import AutotuneError, first_line
 from autotune.interrupts import STOP_SIGNALS, Interrupted, StopSignals
 from autotune.records import Tally
 from autotune.sweep import workerevents as events
+from autotune.sweep.executors import trial_executor
+from autotune.sweep.loop import Sweep
 from autotune.sweep.options import SweepSummary
 from autotune.views.progress import Progress
 
@@ -84,12 +89,6 @@ def _run(conn: Connection) -> events.Ending:
 
 
 def _sweep(job: events.WorkerJob, conn: Connection) -> tuple[SweepSummary, str | None]:
-    import optuna
-
-    from autotune.devicecheck import DeviceCheck
-    from autotune.sweep.executors import trial_executor
-    from autotune.sweep.loop import Sweep
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress lines say what matters
     executor = trial_executor(job.space, job.options)
     check = DeviceCheck(job.entry, job.device_type)

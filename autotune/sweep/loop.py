@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from autotune.interrupts import Interrupted, StopSignals
 from autotune.jobspec import Pruning
+from autotune.labels import trial_run_name
 from autotune.records import StudyRecords, TrialKind, TrialRecord
 from autotune.results import TrialResult
 from autotune.space import Space
@@ -30,6 +31,7 @@ from autotune.storage.studies import redact_url
 from autotune.sweep.compilegain import compile_gain_bound
 from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.ending import sweep_ended
+from autotune.sweep.finalists import Finalists
 from autotune.sweep.finishing import Finishing, pause
 from autotune.sweep.fulldisk import GuardedRecorder
 from autotune.sweep.informed import InformedStart
@@ -40,6 +42,7 @@ from autotune.sweep.profile import Profile
 from autotune.sweep.proposals import Proposal, Proposer
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.remeasure import Remeasure
+from autotune.sweep.report_stage import Report
 from autotune.sweep.requeue import record_interrupted
 from autotune.sweep.setup import enqueue_first_trials, open_study, study_info, trial_budget
 from autotune.sweep.summary import summarize
@@ -80,6 +83,7 @@ class Sweep:
         study, storage, space = open_study(space, options, info, sampler, progress)  # space: as the study encodes it
         tracker = None
         if options.tracking:
+            # deferred: it imports mlflow (~1.5 s), which a sweep run with --no-mlflow never needs
             from autotune.tracking import SweepTracker
 
             tracker = SweepTracker(study.study_name, options.tracking_uri, objective=info.objectives[0][0])
@@ -168,12 +172,8 @@ class Sweep:
         return "the search workers have ended"
 
     def _stages(self) -> list[Stage]:
-        from autotune.sweep.report_stage import Report
-
         if self.ctx.options.replay:
             return [Report()]  # re-measuring recorded measurements would only repeat them
-        from autotune.sweep.finalists import Finalists
-
         options, finalists = self.ctx.options, self.ctx.space.finalists
         stages: list[Stage] = [Remeasure(options.remeasure_top, options.remeasure_repeats)]
         if finalists is not None:
@@ -312,8 +312,6 @@ class Sweep:
 
 
 def _label(number: int, params: dict[str, object]) -> str:
-    from autotune.labels import trial_run_name
-
     return trial_run_name(number, params)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.errors import AutotuneError
+from autotune.profiling import ProfileFailed, pick_trials, profile_study
 from autotune.records import schema
 from autotune.sweep.context import SweepContext
 
@@ -32,8 +33,6 @@ class Profile:
         self.steps = steps
 
     def run(self, ctx: SweepContext) -> None:
-        from autotune.profiling import ProfileFailed, pick_trials, profile_study
-
         folder = profile_folder(ctx.study.study_name).absolute()
         try:
             default, winner = pick_trials(ctx.study, ctx.info)

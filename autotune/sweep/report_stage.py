@@ -47,11 +47,13 @@ class Report:
         if report is not None:
             report.log(ctx.tracker)
         if (link := ctx.tracker.ui_link) is not None:  # MLflow 3.17 would open the experiment on GenAI pages
+            # deferred: it imports mlflow (~1.5 s), which a sweep run with --no-mlflow never needs
             from autotune.tracking.ui import address
 
             ctx.progress.message(f"MLflow: {address(redact_url(ctx.tracker.tracking_uri), link)}")
 
     def _write(self, ctx: SweepContext) -> StudyReport | None:
+        # deferred: it imports matplotlib and plotly (~0.5 s); only this last stage draws, and only once
         from autotune.reporting import write_report
 
         path = report_path(ctx.study.study_name, ctx.options.storage)

@@ -6,6 +6,7 @@ import time
 from typing import NamedTuple
 
 import optuna
+from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from autotune.errors import AutotuneError
 from autotune.records import StudyRecords, schema
@@ -98,8 +99,6 @@ def open_study(
 def _check_same_choices(study: optuna.Study, space: Space) -> None:
     """Bad input: a param whose choices changed since the study began. Optuna cannot mix two sets of choices
     for one param in a study, and an ordinal stored as an index would silently mean another value."""
-    from optuna.distributions import CategoricalDistribution, IntDistribution
-
     seen: set[str] = set()
     for trial in study.get_trials(deepcopy=False):
         for name, distribution in trial.distributions.items():

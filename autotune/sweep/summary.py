@@ -13,10 +13,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import AutotuneError
 from autotune.records import StudyRecords, schema
 from autotune.storage.studies import DEFAULT_STORAGE, redact_url
 from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepSummary
+from autotune.views.export import export
+from autotune.views.leaderboard import render, rows
 
 __all__ = ["summarize", "summary_text", "winner_attr"]
 
@@ -24,8 +27,6 @@ __all__ = ["summarize", "summary_text", "winner_attr"]
 def summarize(ctx: SweepContext, stop_reason: str, wall_s: float) -> SweepSummary:
     """What the sweep found, from the whole study (every worker's trials and re-measurements); mirrored to
     the study's ``autotune.winner`` attribute and to MLflow."""
-    from autotune.views.leaderboard import render, rows
-
     records = ctx.records
     records.reread_remeasurements()  # every worker's, however they were shared out
     tally = records.tally()
@@ -104,10 +105,6 @@ def _summary_metrics(summary: SweepSummary, winner: Any) -> dict[str, float]:
 
 def _summary_artifacts(ctx: SweepContext, table: list[Any], folder: Path) -> tuple[dict[str, str], list[Path]]:
     """The parent run's text artifacts, and its files: the winner's compile artifacts (written in ``folder``)."""
-    from autotune.errors import AutotuneError
-    from autotune.views.export import export
-    from autotune.views.leaderboard import render
-
     artifacts = {"leaderboard.csv": render(table, ctx.info, "csv", None)}
     files: list[Path] = []
     if ctx.records.winner is not None:

@@ -23,6 +23,7 @@ from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
 from autotune.jobspec import TrialSpec
+from autotune.kernels.choices import autotuned_choices
 from autotune.kernels.pinning import TrialPins
 from autotune.results import Status, TrialResult
 from autotune.trial import artifacts as trialartifacts
@@ -107,6 +108,8 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     pins = TrialPins.pin_all(spec.kernels, spec.params)
     result = _measure_pinned(spec, device, started, requested_at, pins.params)
     result.kernels, pin_warnings = pins.record()
+    if result.ok:  # and what the kernels it did not pin chose for themselves, for production to pin as they ran
+        result.kernels.update(autotuned_choices(skip=result.kernels))
     result.warnings = [*pin_warnings, *result.warnings]
     trialartifacts.record(spec, device, result, loaded)  # and what this trial compiled, into the study's folder
     return result

@@ -16,7 +16,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pynvml  # nvidia-ml-py; torch imports it too
 import torch
+
+from autotune.host import cpu_model
 
 __all__ = [
     "GpuTelemetry",
@@ -91,8 +94,6 @@ def peak_memory_gib(device: torch.device) -> float:
 
 def _nvml() -> Any | None:
     try:
-        import pynvml  # nvidia-ml-py
-
         pynvml.nvmlInit()
         return pynvml
     except Exception as exc:  # no driver, no library: telemetry is optional
@@ -242,14 +243,6 @@ def _other_gpu_processes(nvml: Any, handle: Any) -> set[int]:
     return {p.pid for p in running if p.pid != os.getpid()}
 
 
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
-        for line in cpuinfo:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def env_fingerprint(device: torch.device) -> dict[str, Any]:
     """Where the numbers came from: device, driver and software versions, host."""
     env: dict[str, Any] = {
@@ -259,11 +252,11 @@ def env_fingerprint(device: torch.device) -> dict[str, Any]:
         "host": socket.gethostname(),
     }
     with contextlib.suppress(ImportError):
-        import triton
+        import triton  # deferred: Triton is optional (Linux x86-64 only); where it is missing, the env omits it
 
         env["triton"] = triton.__version__
     if device.type != "cuda":
-        env["cpu"] = _cpu_model()
+        env["cpu"] = cpu_model()
         env["threads"] = torch.get_num_threads()
         return env
     env["gpu"] = torch.cuda.get_device_name(device)

@@ -60,7 +60,6 @@ import copyreg
 import hashlib
 import importlib.metadata
 import os
-import platform
 import re
 import time
 import warnings
@@ -73,6 +72,7 @@ import torch
 
 from autotune.atomicfile import write_atomically
 from autotune.errors import AutotuneError
+from autotune.host import cpu_model
 
 __all__ = [
     "FOLDER",
@@ -106,14 +106,6 @@ class CompileArtifactsWarning(UserWarning):
 # --- where they were written ---------------------------------------------------------------------
 
 
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
-        for line in cpuinfo:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def environment(device: torch.device | str) -> dict[str, str]:
     """What compiled code depends on here: torch's full version (its CUDA build in the local part), Triton's,
     and the GPU of ``device`` with its CUDA version, or the CPU model for a CPU device."""
@@ -125,7 +117,7 @@ def environment(device: torch.device | str) -> dict[str, str]:
         env["gpu"] = torch.cuda.get_device_name(device)
         env["cuda"] = str(torch.version.cuda)
     else:
-        env[device.type] = _cpu_model() if device.type == "cpu" else device.type
+        env[device.type] = cpu_model() if device.type == "cpu" else device.type
     return env
 
 

@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.data import build_loader
 from autotune.errors import AutotuneError
+from autotune.kernels.pinning import pin_tuned
 from autotune.tuned import artifacts as compileartifacts
 from autotune.tuned import frameworks
 
@@ -79,8 +80,6 @@ class TunedConfig:
         if device_type is None:
             device_type = first.device.type if first is not None else "cpu"
         device = first.device if first is not None and first.device.type == device_type else torch.device(device_type)
-        from autotune.kernels.pinning import pin_tuned
-
         knobs = self.to_knobs()
         if knobs.compile_mode != "none":
             compileartifacts.stable_cache_keys()  # the compile caches' keys the trials computed

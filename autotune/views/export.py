@@ -61,8 +61,9 @@ def _kernels(info: StudyInfo, result: TrialResult) -> dict[str, dict[str, dict[s
 
 
 def _listed_kernels(result: TrialResult) -> dict[str, Any]:
-    """The space's listed Triton kernels: import path -> the config the trial pinned, and the shape keys it ran on."""
-    keep = ("kwargs", "num_warps", "num_stages", "shape_keys")
+    """The trial's Triton kernels: import path -> the config the trial pinned and the shape keys it ran on (a
+    listed kernel), or what the kernel's own autotuner chose per shape key (``chosen_by: autotune``)."""
+    keep = ("kwargs", "num_warps", "num_stages", "shape_keys", "chosen_by", "by_shape")
     return {path: {key: pinned[key] for key in keep if key in pinned} for path, pinned in result.kernels.items()}
 
 

@@ -24,7 +24,9 @@ from typing import Any
 from autotune.errors import AutotuneError
 from autotune.jobspec import TrialSpec
 from autotune.results import TrialResult
+from autotune.trial.artifacts import shipped_spec_field
 from autotune.tuned import artifacts as compileartifacts
+from autotune.tuned.file import env_differences, load
 
 __all__ = ["MIN_TOLERANCE", "Verification", "VerifyFailed", "verification_specs", "verify"]
 
@@ -97,7 +99,8 @@ def verification_specs(
     workload = config.workload
     if "name" not in workload:
         raise AutotuneError("this tuned file names no workload (its `workload:` section has no `name`)")
-    listed = tuple(path for path in config.kernels if ":" in path) or kernels
+    # The space's listed kernels, pinned by the trial's params; one that chose for itself chooses again here.
+    listed = tuple(path for path, tuned in config.kernels.items() if ":" in path and "by_shape" not in tuned) or kernels
 
     def spec(params: Mapping[str, Any]) -> TrialSpec:
         return TrialSpec(
@@ -115,8 +118,6 @@ def verification_specs(
 def with_shipped_artifacts(spec: TrialSpec, config: Any) -> TrialSpec:
     """``spec`` loading ``config``'s compile artifacts first, as production's apply() does; the file is checked
     here, so a changed one is refused (AutotuneError) before any run. ``spec`` as it is without artifacts."""
-    from autotune.trial.artifacts import shipped_spec_field
-
     if not config.compile_artifacts or config.source is None or config.to_knobs().compile_mode == "none":
         return spec
     name = config.source.name
@@ -154,8 +155,6 @@ def _recorded(provenance: Mapping[str, Any], metric: str) -> tuple[float | None,
 
 
 def _env_changes(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
-    from autotune.tuned.file import env_differences
-
     return [
         f"{_ENV_LABELS[key]}: recorded {recorded.get(key)}, here {here.get(key)}"
         for key in env_differences(recorded, here)
@@ -190,8 +189,6 @@ def verify(
 ) -> Verification:
     """Re-measure the tuned config at ``path`` and its default with ``run`` (a fresh trial process each); ``say``
     hears one line once the file is checked and the runs begin."""
-    from autotune.tuned.file import load
-
     if repeats < 1:
         raise AutotuneError(f"verify needs repeats >= 1, got {repeats=}")
     with warnings.catch_warnings():

@@ -95,3 +95,90 @@ def test_a_kernel_that_does_not_import_is_reported_by_validation(tmp_path: Path)
     (tmp_path / "space.yaml").write_text(SPACE.format(workload="resnet50", trials=1).replace("user_kernels", "nope"))
     with pytest.raises(SpaceError, match=r"kernels\[0\]: kernel 'nope:scaled_add': cannot import 'nope'"):
         load_space(tmp_path / "space.yaml")
+
+
+SPACE_UNLISTED = """\
+workload: {name: "user_kernels:self_tuned_mlp", preset: tiny}
+device: cpu
+budget: {trials: 1, trial_timeout: 2m}
+sampler: {name: grid, seed: 0}
+params:
+  batch_size: 16
+"""
+
+
+def test_a_kernel_the_space_does_not_list_is_pinned_in_production_to_what_it_chose_in_the_trial(
+    tmp_path: Path,
+) -> None:
+    """Not listed, the kernel's own autotuner chooses in the trial; the export records the choice per shape key
+    and apply() pins it, so a production start benchmarks none of the kernel's configs."""
+    (tmp_path / "space.yaml").write_text(SPACE_UNLISTED)
+    _run(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
+    storage = f"sqlite:///{tmp_path}/autotune.db"
+    study = optuna.load_study(study_name="space", storage=storage)
+    info = schema.load_study_info(study)
+    assert info is not None
+    export(study, info, tmp_path / "tuned.yaml", storage=storage)
+
+    chosen = yaml.safe_load((tmp_path / "tuned.yaml").read_text())["kernels"]["user_kernels:self_tuned_add"]
+    assert chosen["chosen_by"] == "autotune"
+    [choice] = chosen["by_shape"]
+    assert choice["shape_key"] == [16 * 32, "torch.float32", "torch.float32", "torch.float32", "torch.int32"]
+    block = choice["kwargs"]["BLOCK_SIZE"]
+    assert choice["config"] == CONFIGS[block]
+    apply = APPLY.replace("uk.KernelMLP()", "uk.self_tuned_mlp().model").replace("uk.scaled_add", "uk.self_tuned_add")
+    applied = _run(["-c", apply], tmp_path)
+    assert applied.stdout.strip() == f'{{"launched": {block}, "configs": 1, "warnings": []}}'
+
+
+CHOICES = """
+import json, sys, torch, user_kernels as uk
+from autotune.kernels.choices import autotuned_choices
+from autotune.kernels.pinning import pin_tuned
+before = autotuned_choices()
+uk.launch(uk.self_tuned_add, torch.randn(40), torch.randn(40))
+uk.launch(uk.self_tuned_add, torch.randn(8, 8), torch.randn(8, 8))
+found = autotuned_choices()
+skipped = autotuned_choices(skip=["user_kernels:self_tuned_add"])
+# Two shapes that chose differently: production fills the autotuner's own cache instead of cutting its configs.
+uk.self_tuned_add.cache.clear()
+entry = found["user_kernels:self_tuned_add"]["by_shape"][0]
+by_shape = [dict(entry, kwargs={"BLOCK_SIZE": size}) for size in (16, 64)]
+by_shape[1]["shape_key"] = [999, *by_shape[1]["shape_key"][1:]]
+pin_tuned({"user_kernels:self_tuned_add": {"chosen_by": "autotune", "by_shape": by_shape}})
+cached = sorted(config.kwargs["BLOCK_SIZE"] for config in uk.self_tuned_add.cache.values())
+json.dump({"before": before, "found": found, "skipped": skipped, "configs": len(uk.self_tuned_add.configs),
+           "cached": cached}, sys.stdout)
+"""
+
+
+def test_the_choices_are_found_per_shape_key_and_pinned_even_where_shapes_chose_differently(tmp_path: Path) -> None:
+    import json
+
+    done = json.loads(_run(["-c", CHOICES], tmp_path).stdout)
+    assert done["before"] == {} and done["skipped"] == {}
+    [entry] = done["found"].values()
+    assert list(done["found"]) == ["user_kernels:self_tuned_add"]  # its home module's name, not an alias
+    assert [choice["shape_key"][0] for choice in entry["by_shape"]] == [40, 64]
+    assert done["configs"] == 2 and done["cached"] == [16, 64]
+
+
+def test_the_walk_over_loaded_modules_passes_over_one_without_globals() -> None:
+    """cffi puts ``Lib`` objects in sys.modules that are modules with no ``__dict__`` (MLflow's server loads one):
+    finding the autotuners must pass over them, not crash the trial that asks."""
+    import sys
+    import types
+
+    from autotune.kernels.choices import loaded_autotuners
+
+    def no_namespace(_module: object) -> dict[str, object]:
+        raise AttributeError("__dict__")
+
+    lib = type("Lib", (types.ModuleType,), {"__dict__": property(no_namespace)})("fake_cffi.lib")
+    sys.modules["fake_cffi.lib"] = lib
+    try:
+        import triton  # noqa: F401  (the walk looks only once Triton is loaded)
+
+        assert all(not path.startswith("fake_cffi") for path, _ in loaded_autotuners())
+    finally:
+        del sys.modules["fake_cffi.lib"]

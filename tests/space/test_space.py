@@ -130,6 +130,20 @@ def test_nested_typos_get_suggestions(tmp_path: Path) -> None:
         ),
         ("width: [1, 2]", "'width' is neither a knob nor an argument of workload 'gpt2'"),
         ("precision: {choices: [bf16], log: true}", "params.precision.log: applies to low/high ranges only"),
+        # compile_scope=blocks is searched only where something compiles
+        (
+            "compile_mode: [none, default, reduce-overhead]\n  compile_scope: [model, blocks]",
+            "params.compile_scope: blocks with compile_mode none is an invalid combination (eager compiles no "
+            "blocks): add when: {compile_mode: [default, reduce-overhead]}",
+        ),
+        (
+            "compile_mode: [none, default]\n  compile_scope: {choices: [model, blocks], when: {compile_mode: [none]}}",
+            "params.compile_scope: blocks with compile_mode none is an invalid combination",
+        ),
+        (
+            "compile_scope: blocks",
+            "params.compile_scope: blocks needs a compile_mode, which this space leaves at none",
+        ),
     ],
 )
 def test_bad_params_are_named(tmp_path: Path, params: str, message: str) -> None:
@@ -153,29 +167,6 @@ def test_when_must_name_an_earlier_param_and_its_values(tmp_path: Path) -> None:
     assert "when.compile_mode: 'compile_mode' is declared after 'cudnn_deterministic'" in text
     assert "when.compile_mode: 'max-autotune' is not a value compile_mode takes (one of none, default)" in text
     assert "when.precison: 'precison' is not a param of this space" in text
-
-
-@pytest.mark.parametrize(
-    ("params", "message"),
-    [
-        (
-            "compile_mode: [none, default, reduce-overhead]\n  compile_scope: [model, blocks]",
-            "params.compile_scope: blocks with compile_mode none is an invalid combination (eager compiles no "
-            "blocks): add when: {compile_mode: [default, reduce-overhead]}",
-        ),
-        (
-            "compile_mode: [none, default]\n  compile_scope: {choices: [model, blocks], when: {compile_mode: [none]}}",
-            "params.compile_scope: blocks with compile_mode none is an invalid combination",
-        ),
-        (
-            "compile_scope: blocks",
-            "params.compile_scope: blocks needs a compile_mode, which this space leaves at none",
-        ),
-    ],
-)
-def test_blocks_are_searched_only_where_something_compiles(tmp_path: Path, params: str, message: str) -> None:
-    found = problems(tmp_path, f"workload: {{name: gpt2}}\nparams:\n  {params}\n")
-    assert any(message in problem for problem in found), found
 
 
 def test_blocks_conditional_on_a_compile_mode_is_a_valid_space(tmp_path: Path) -> None:

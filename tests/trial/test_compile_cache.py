@@ -28,3 +28,44 @@ def test_a_repeated_trial_compiles_from_the_study_cache(tmp_path: Path) -> None:
     assert list((cache / "inductor" / "fxgraph").iterdir())  # the graphs went to the study's folder
     # Measured on the 2-core development machine: 13.4 s cold, 2.2 s from the cache.
     assert again.metrics["compile_s"] < first.metrics["compile_s"] / 2, (first.metrics, again.metrics)
+
+
+REMEMBER = """
+import json, os, sys
+import triton, triton.language as tl
+
+@triton.jit
+def _copy(x_ptr, BLOCK: tl.constexpr):
+    pass
+
+configs = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})]
+preloaded = triton.autotune(configs=configs, key=[])(_copy)  # as a trial process is forked with it
+from autotune.trial import compilecache
+compilecache.use(sys.argv[1])
+later = triton.autotune(configs=configs, key=[])(_copy)
+json.dump({"preloaded": preloaded.cache_results, "later": later.cache_results,
+           "triton_cache": os.environ["TRITON_CACHE_DIR"]}, sys.stdout)
+"""
+
+
+def test_the_autotuners_of_a_trial_keep_their_choices_in_the_study_folder(tmp_path: Path) -> None:
+    """Triton's autotuners, those the trial process was forked with and those decorated later, remember their
+    choices in the study's Triton folder (its own CPU interpreter has nothing to remember)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def run(interpret: str) -> dict[str, object]:
+        (tmp_path / "probe.py").write_text(REMEMBER)
+        env = {**os.environ, "TRITON_INTERPRET": interpret}
+        env.pop("TRITON_CACHE_AUTOTUNING", None)
+        done = subprocess.run(
+            [sys.executable, "probe.py", str(tmp_path / "study")], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return dict(json.loads(done.stdout))
+
+    assert run("0") == {"preloaded": True, "later": True, "triton_cache": str(tmp_path / "study" / "triton")}
+    interpreted = run("1")
+    assert interpreted["preloaded"] is False and interpreted["later"] is False
