@@ -19,7 +19,9 @@ Where things live (and where to add what):
 - ``proposals.py``: ask the sampler, decode params, answer repeats, reject infeasible configurations.
 - ``coverage.py``: what a finite space has left to measure: the budget it caps, the sweep's end when
   every configuration is measured, the untried configuration queued after a repeat.
-- ``executors.py``: how a measured trial runs (isolated trial processes, or replayed records).
+- ``executors.py``: how a measured trial runs (isolated trial processes, or replayed records);
+  ``compilegain.py``: when it stops early (``pruning_for``: the pruning line, and the compile-gain bound);
+  ``devicegate.py``: a ``--gpus`` worker's device check before each trial.
 - ``recorder.py``: a finished trial written to the study, told to Optuna, logged to MLflow; a new
   per-trial attribute is written here (its name in :mod:`autotune.records.schema`, read back by the records).
 - ``remeasure.py`` and later finishing stages: each a :class:`~autotune.sweep.context.Stage` run

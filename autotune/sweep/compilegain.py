@@ -21,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from autotune.jobspec import Pruning
 from autotune.results import Status, TrialResult
+from autotune.sweep.context import SweepContext
 
-__all__ = ["GAIN_MARGIN", "MIN_EVIDENCE", "compile_gain_bound"]
+__all__ = ["GAIN_MARGIN", "MIN_EVIDENCE", "compile_gain_bound", "pruning_for"]
 
 # A configuration's gain can exceed every one seen so far (a smaller batch, where launches dominate,
 # gains more); the margin keeps the bound above that, and only clearly hopeless ones go unmeasured.
@@ -55,3 +57,19 @@ def _gain(result: TrialResult) -> float | None:
     if not isinstance(eager, int | float) or not isinstance(compiled, int | float) or eager <= 0:
         return None
     return float(compiled) / float(eager)
+
+
+def pruning_for(ctx: SweepContext, params: dict[str, Any]) -> Pruning | None:
+    """When the trial of ``params`` stops early: under ``--prune-below`` times the study's winner after warm-up
+    or, where this study's compile gains say it cannot get there, before compiling. None where pruning is off or
+    the objective is not one throughput to maximize."""
+    objectives, ratio = ctx.info.objectives, ctx.options.prune_ratio
+    if not ratio or len(objectives) > 1 or objectives[0] != ("throughput", "maximize"):
+        return None
+    winner = ctx.records.winner
+    measured = (record.result for record in ctx.records.measured if record.result is not None)
+    gain = compile_gain_bound(params, measured)
+    if winner is None or winner.value is None:
+        return Pruning(None, gain)
+    basis = f"{ratio:g} x trial {winner.number}'s {winner.value:,.4g}, {winner.value_is}"
+    return Pruning(ratio * winner.value, gain, basis)

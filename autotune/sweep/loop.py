@@ -21,15 +21,15 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.interrupts import Interrupted, StopSignals
-from autotune.jobspec import Pruning
 from autotune.labels import trial_run_name
 from autotune.records import StudyRecords, TrialKind, TrialRecord
 from autotune.results import TrialResult
 from autotune.space import Space
 from autotune.storage.rdb import close_storage, heartbeat, quiet_optuna, worker_id
 from autotune.storage.studies import redact_url
-from autotune.sweep.compilegain import compile_gain_bound
+from autotune.sweep.compilegain import pruning_for
 from autotune.sweep.context import Stage, SweepContext
+from autotune.sweep.devicegate import DeviceGate
 from autotune.sweep.ending import sweep_ended
 from autotune.sweep.finalists import Finalists
 from autotune.sweep.finishing import Finishing, pause
@@ -95,9 +95,7 @@ class Sweep:
         # A full disk neither loses the trial it measured nor leaves it RUNNING (autotune/sweep/fulldisk.py).
         self.recorder = GuardedRecorder(Recorder(study, space, info.objectives, records, tracker), self.ctx)
         self.signals = StopSignals()
-        self.device_check = device_check
-        self.device_failure: str | None = None  # why the device was taken out, once it was
-        self._device_ready = False  # checked, and not used since
+        self.device = DeviceGate(device_check, self.signals, progress)
         self.role = role
         # What other processes on the study need of this one: its dead workers' trials retried, its finishing
         # stages run once for all of them (autotune.sweep.orphans, autotune.sweep.finishing).
@@ -122,7 +120,7 @@ class Sweep:
                 else:
                     with self.finishing.searching():  # every process's finishing stages wait for this search
                         reason = self._search()
-                if self.device_failure is None and self.role != "search":  # a failed device runs nothing more
+                if self.device.failure is None and self.role != "search":  # a failed device runs nothing more
                     self.finishing.run(self._stages(), searched=len(ctx.records.measured))
             ctx.progress.close()
             return summarize(ctx, reason, time.time() - started)
@@ -221,23 +219,16 @@ class Sweep:
 
     def _measure(self, proposal: Proposal) -> TrialResult:
         with self.signals.interruptible():  # the wait for the trial process: a stop signal ends it at once
-            result = self.ctx.executor(proposal.params, self.ctx.space.budget.trial_timeout_s, self._pruning(proposal))
-        self._device_ready = False  # it ran on the device: check the device again before the next trial
+            result = self.ctx.executor(
+                proposal.params, self.ctx.space.budget.trial_timeout_s, pruning_for(self.ctx, proposal.params)
+            )
+        self.device.used()
         return result
 
-    def _pruning(self, proposal: Proposal) -> Pruning | None:
-        """When ``proposal``'s trial stops early: under a fraction of the best so far, after warm-up or,
-        where this study's compile gains say it cannot get there, before compiling."""
-        objectives, ratio = self.ctx.info.objectives, self.ctx.options.prune_ratio
-        if not ratio or len(objectives) > 1 or objectives[0] != ("throughput", "maximize"):
-            return None
-        winner = self.ctx.records.winner
-        measured = (record.result for record in self.ctx.records.measured if record.result is not None)
-        gain = compile_gain_bound(proposal.params, measured)
-        if winner is None or winner.value is None:
-            return Pruning(None, gain)
-        basis = f"{ratio:g} x trial {winner.number}'s {winner.value:,.4g}, {winner.value_is}"
-        return Pruning(ratio * winner.value, gain, basis)
+    @property
+    def device_failure(self) -> str | None:
+        """Why this worker's device was taken out (None: it was not)."""
+        return self.device.failure
 
     def _stop_reason(self, skips: int) -> str:
         records, patience = self.ctx.records, self.ctx.options.patience
@@ -251,25 +242,9 @@ class Sweep:
             return f"no improvement of the ranked {records.metric} in the last {patience} measured trials"
         if skips >= MAX_SKIPS_IN_A_ROW:
             return f"search space exhausted ({skips} proposals in a row were already measured or infeasible)"
-        if failure := self._device_unfit():
+        if failure := self.device.unfit():
             return f"taken out: {failure}"
         return ""
-
-    def _device_unfit(self) -> str | None:
-        """Check the device before the next trial: once at the start, then after each trial that used it.
-
-        A device that fails is taken out: this worker stops (its finishing stages would run on it too).
-        """
-        if self.device_check is None or self._device_ready:
-            return None
-        with self.signals.interruptible():
-            failure = self.device_check()
-        if failure is None:
-            self._device_ready = True
-            return None
-        self.device_failure = failure
-        self.ctx.progress.message(f"taken out: its device check failed: {failure}; no more trials run on it")
-        return failure
 
     # -- other workers: their dead workers' trials, their running trials (autotune.sweep.orphans) ---------------------
     def _retry_orphans(self) -> None:
