@@ -1,6 +1,8 @@
 """Modelled replay records for GPT-2 and ResNet-50, fitted on real H100 trials: a stand-in for search comparisons.
 
     python scripts/record_model.py extract --storage-dir /work/gpu_runs -o scripts/data/h100_trials.json
+    python scripts/record_model.py extract --storage-dir /work/gpu_runs -o scripts/data/h100_trials_issue19.json \
+        --study resnet50_before_20=rn_before:resnet50 --study gpt2_after_98fc5f3=gpt2_after2:gpt2 --what "..."
     python scripts/record_model.py fit gpt2 -o scripts/data/gpt2_h100_modelled.json
     python scripts/record_model.py fit resnet50 -o scripts/data/resnet50_h100_modelled.json
     python scripts/record_model.py validate gpt2 --records scripts/data/gpt2_h100_modelled.json
@@ -120,15 +122,24 @@ KEPT_METRICS = (
 )
 
 
-def extract(storage_dir: Path) -> dict[str, Any]:
-    """The measured trials of the real studies (``<dir>/gpt2_before``, ``resnet50_before``, ``memcap``)."""
+# What ``extract`` reads by default: (key in the file, folder under --storage-dir, study name in its autotune.db).
+STUDIES = (
+    ("gpt2", "gpt2_before", "gpt2"),
+    ("resnet50", "resnet50_before", "resnet50"),
+    ("resnet50_memcap", "memcap", "resnet50_memcap"),
+)
+WHAT = "real measured trials, H100, torch 2.11, 2026-11-25 (BENCHMARKS.md)"
+
+
+def extract(storage_dir: Path, studies: Sequence[tuple[str, str, str]] = STUDIES, what: str = WHAT) -> dict[str, Any]:
+    """The measured trials of real studies: by default ``<dir>/gpt2_before``, ``resnet50_before``, ``memcap``."""
     import optuna
 
     from autotune.records import StudyRecords, load_study_info
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    out: dict[str, Any] = {"what": "real measured trials, H100, torch 2.11, 2026-11-25 (BENCHMARKS.md)", "studies": {}}
-    for name, folder in (("gpt2", "gpt2_before"), ("resnet50", "resnet50_before"), ("resnet50_memcap", "memcap")):
+    out: dict[str, Any] = {"what": what, "studies": {}}
+    for key, folder, name in studies:
         study = optuna.load_study(study_name=name, storage=f"sqlite:///{storage_dir / folder / 'autotune.db'}")
         info = load_study_info(study)
         assert info is not None
@@ -151,7 +162,7 @@ def extract(storage_dir: Path) -> dict[str, Any]:
                 }
             )
         env = records.measured[0].result.env if records.measured and records.measured[0].result else {}
-        out["studies"][name] = {"env": env, "trials": rows}
+        out["studies"][key] = {"env": env, "trials": rows}
     return out
 
 
@@ -557,12 +568,29 @@ def _time_to(trials: Sequence[Any], seconds: Sequence[float], values: Sequence[f
 # --- main -------------------------------------------------------------------------------------------------------
 
 
+def _study_arg(text: str) -> tuple[str, str, str]:
+    """``KEY=FOLDER:STUDY`` as (key, folder, study name)."""
+    key, _, rest = text.partition("=")
+    folder, _, name = rest.partition(":")
+    if not (key and folder and name):
+        raise SystemExit(f"--study {text!r}: expected KEY=FOLDER:STUDY")
+    return key, folder, name
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("extract", help="the real trials of the H100 studies, to JSON")
     ex.add_argument("--storage-dir", type=Path, required=True)
     ex.add_argument("-o", "--out", type=Path, default=TRIALS)
+    ex.add_argument(
+        "--study",
+        dest="studies",
+        action="append",
+        metavar="KEY=FOLDER:STUDY",
+        help="a study to extract (repeatable; default: the three of h100_trials.json)",
+    )
+    ex.add_argument("--what", default=WHAT, help="what the file holds (its 'what' field)")
     fit = sub.add_parser("fit", help="modelled replay records of one workload")
     fit.add_argument("workload", choices=sorted(WORKLOADS))
     fit.add_argument("--trials", type=Path, default=TRIALS)
@@ -573,7 +601,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     val.add_argument("--records", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "extract":
-        args.out.write_text(json.dumps(extract(args.storage_dir), indent=1) + "\n")
+        studies = [_study_arg(arg) for arg in args.studies] if args.studies else STUDIES
+        args.out.write_text(json.dumps(extract(args.storage_dir, studies, args.what), indent=1) + "\n")
         return 0
     data = json.loads(args.trials.read_text())
     if args.command == "fit":

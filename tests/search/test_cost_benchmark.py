@@ -85,3 +85,26 @@ def test_the_modelled_records_are_what_the_model_fits_from_the_real_trials() -> 
             assert math.isclose(mine["duration_s"], theirs["duration_s"], rel_tol=1e-3)
             if mine["status"] == "ok":
                 assert math.isclose(mine["throughput"], theirs["throughput"], rel_tol=1e-3)
+
+
+def test_extract_reads_the_studies_it_is_named(tmp_path: Path) -> None:
+    """``extract --study KEY=FOLDER:STUDY`` keeps each named study's measured trials under its key."""
+    from recorded_studies import add_trial, make_info, make_study, ok_result
+
+    (tmp_path / "run").mkdir()
+    info = make_info()
+    study = make_study(tmp_path / "run", info, name="resnet50")
+    add_trial(study, info, ok_result(1_000.0, batch_size=64), default=True)
+    add_trial(study, info, ok_result(2_500.0, batch_size=128, compile_mode="default"))
+    out = tmp_path / "trials.json"
+    # make_study writes s.db; extract reads autotune.db, as a sweep names it
+    (tmp_path / "run" / "s.db").rename(tmp_path / "run" / "autotune.db")
+    argv = ["extract", "--storage-dir", str(tmp_path), "-o", str(out), "--study", "before=run:resnet50"]
+    assert model.main([*argv, "--what", "a test"]) == 0
+    data = json.loads(out.read_text())
+    assert data["what"] == "a test"
+    trials = data["studies"]["before"]["trials"]
+    assert [t["params"]["batch_size"] for t in trials] == [64, 128]
+    assert [t["metrics"]["throughput"] for t in trials] == [1_000.0, 2_500.0]
+    with pytest.raises(SystemExit, match="KEY=FOLDER:STUDY"):
+        model.main(["extract", "--storage-dir", str(tmp_path), "-o", str(out), "--study", "before=run"])
