@@ -49,6 +49,7 @@ class SweepStatus:
     eta_s: float | None
     warm_start: dict[str, Any] | None = None  # the study's autotune.warm_start: where the sampler started from
     time_line: str | None = None  # where the trial time went, as the summary says it
+    finished_over: int | None = None  # measured trials when a sweep's finishing stages last completed
 
     def lines(self) -> list[str]:
         budget = f" of {self.budget}" if self.budget else ""
@@ -71,11 +72,22 @@ class SweepStatus:
                 f"running: trial {run.trial} on {where}{run.worker} for {format_duration(run.seconds)}{gone}: "
                 f"{format_params(run.params)}"
             )
-        if self.eta_s is not None:
-            out.append(f"eta: about {format_duration(self.eta_s)} at the measured trials' pace")
-        elif self.budget and t.measured >= self.budget and not self.running:
-            out.append("done: the budget is measured")
+        out.extend(self._progress_lines())
         return out
+
+    def _progress_lines(self) -> list[str]:
+        """Time left while trials run; once none runs, whether the sweep ended, and how it can go on."""
+        measured, pace = self.tally.measured, self.eta_s
+        if self.running:
+            return [f"eta: about {format_duration(pace)} at the measured trials' pace"] if pace is not None else []
+        if self.budget and measured >= self.budget:
+            return ["done: the budget is measured"]
+        left = f" with {self.budget - measured} of its {self.budget} trials left" if self.budget else ""
+        resume = "the same `autotune sweep` command resumes it"
+        if self.finished_over is not None and self.finished_over >= measured:
+            return [f"ended: the sweep finished{left}; {resume}" if left else "ended: the sweep finished"]
+        after = f" (about {format_duration(pace)} at the measured trials' pace)" if pace is not None else ""
+        return [f"stopped: no trial is running and the sweep did not finish{left}{after}; {resume}"]
 
 
 def _running(records: StudyRecords, now: datetime) -> list[Running]:
@@ -98,7 +110,7 @@ def _best(records: StudyRecords) -> str | None:
 
 
 def _eta(measured: list[TrialRecord], budget: int | None, running: list[Running]) -> float | None:
-    """Trials left times the median trial's wall time, shared among the workers running now."""
+    """Trials left times the median trial's wall time, shared among the workers running now (one when none runs)."""
     durations = [r.duration_s for r in measured if r.ended is not None and r.started is not None]
     if budget is None or not durations:
         return None
@@ -128,4 +140,12 @@ def sweep_status(study: optuna.Study, info: StudyInfo, now: datetime | None = No
         _eta(records.measured, budget, running),
         study.user_attrs.get(schema.STUDY_ATTR_WARM_START),
         records.time().line(),
+        _finished_over(study),
     )
+
+
+def _finished_over(study: optuna.Study) -> int | None:
+    """How many measured trials the sweep's finishing stages last began over (None: they never completed)."""
+    finished = study.user_attrs.get(schema.STUDY_ATTR_FINISHED)
+    measured = finished.get("measured") if isinstance(finished, dict) else None
+    return measured if isinstance(measured, int) else None

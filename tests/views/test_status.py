@@ -80,3 +80,35 @@ def test_status_shows_the_running_trial_then_that_its_worker_is_gone(tmp_path: P
 
     gone = _status(tmp_path)
     assert "(its worker is gone: retried when a sweep resumes)" in gone
+
+
+def test_status_without_a_running_trial_says_whether_the_sweep_ended_or_stopped(tmp_path: Path) -> None:
+    """No ETA once nothing runs: a sweep that finished before its budget (a time limit) reads as ended, one cut off
+    without finishing (a kill) as stopped, and a measured budget as done."""
+    from recorded_studies import add_trial, make_study, ok_result
+
+    from autotune.records import StudyInfo, schema
+    from autotune.views.status import sweep_status
+
+    info = StudyInfo("trial_workloads:sleepy", "tiny", "cpu", "hang.yaml", SPACE, (("throughput", "maximize"),))
+    study = make_study(tmp_path, info, name="hang")
+    for throughput in (100.0, 150.0):
+        add_trial(study, info, ok_result(throughput))
+
+    stopped = sweep_status(study, info).lines()
+    assert not any(line.startswith("eta:") for line in stopped)
+    assert re.fullmatch(
+        r"stopped: no trial is running and the sweep did not finish with 1 of its 3 trials left "
+        r"\(about \d+s at the measured trials' pace\); the same `autotune sweep` command resumes it",
+        stopped[-1],
+    ), stopped[-1]
+
+    study.set_user_attr(schema.STUDY_ATTR_FINISHED, {"measured": 2, "by": "host:1"})
+    ended = sweep_status(study, info).lines()
+    assert (
+        ended[-1]
+        == "ended: the sweep finished with 1 of its 3 trials left; the same `autotune sweep` command resumes it"
+    )
+
+    add_trial(study, info, ok_result(120.0))
+    assert sweep_status(study, info).lines()[-1] == "done: the budget is measured"
