@@ -45,6 +45,8 @@ def figures(study: optuna.Study) -> dict[str, float | str]:
         "winner": records.winner.number if records.winner else -1,
         "winner_value": records.winner.value if records.winner and records.winner.value else float("nan"),
         "line": time.line() or "",
+        "phases_line": time.phases.line() or "",
+        **{f"phases_{metric}": seconds for metric, seconds in time.phases.seconds.items()},
     }
 
 
@@ -60,6 +62,8 @@ def main() -> None:
         print(json.dumps(result))
         return
     print(result.pop("line"))
+    if phases := result.pop("phases_line"):
+        print(phases)
     for key, value in result.items():
         print(f"  {key}: {value:,.1f}" if isinstance(value, float) else f"  {key}: {value}")
 

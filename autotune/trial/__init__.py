@@ -11,7 +11,8 @@ the data path and the kernels, never optuna, mlflow, the sweep or the views
 - ``training``: measuring a training step; ``trainstep``: the step itself; ``warmup``: warming up until it
   settles; ``measure``: timing and telemetry; ``numerics``: the loss guard; ``eagerprobe``: a compiled trial's
   eager twin, timed before it compiles.
-- ``failures``: an exception -> a failure class. ``compilecache``: the study's Inductor/Triton cache folder.
+- ``failures``: an exception -> a failure class. ``compilecache``: the study's Inductor/Triton cache folder;
+  ``compilephases``: where a compiled trial's compile went, by the compiler's own clocks.
 - ``profiler``: torch.profiler over a few steps; ``profile_breakdown`` and ``kernel_categories``: its events
   -> ms per step by category.
 """

@@ -103,7 +103,8 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     """Pin the listed kernels (before the workload is built: they may launch while it is), then measure."""
     started = time.time()
     if spec.compile_cache_dir is not None:  # before anything compiles: a model, or a kernel workload's Triton
-        compilecache.use(spec.compile_cache_dir)
+        autocast = knobs_mod.AUTOCAST_DTYPES.get(str(spec.params.get("precision", "default")))
+        compilecache.use(spec.compile_cache_dir, autocast)
     loaded = trialartifacts.load_before_compile(spec, device)  # a tuned config's, as production loads them
     pins = TrialPins.pin_all(spec.kernels, spec.params)
     result = _measure_pinned(spec, device, started, requested_at, pins.params)

@@ -27,6 +27,7 @@ from autotune.data import LoaderBatches, SyntheticBatches, build_loader, data_no
 from autotune.errors import AutotuneError, first_line
 from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.results import Status, TrialResult
+from autotune.trial.compilephases import compile_phases
 from autotune.trial.eagerprobe import cannot_win, eager_twin_throughput
 from autotune.trial.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
 from autotune.trial.numerics import check_first_loss, check_losses, reference_loss
@@ -89,6 +90,7 @@ def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
         "throughput": estimate,
         "throughput_unit": unit,
         "compile_s": compile_seconds(warm_ms, settled_ms(warm_ms, trial.settings)),  # what pruning came too late for
+        **compile_phases(),
         "warmup_steps": len(warm_ms),
         "items_per_step": trial.items,
         "peak_mem_gib": peak_memory_gib(trial.device),
@@ -280,6 +282,7 @@ def _metrics(
         **stats,
         "peak_mem_gib": peak_memory_gib(trial.device),
         "compile_s": compile_seconds(warm_ms, stats["step_ms_p50"]),
+        **compile_phases(),  # where the compile went, by the compiler's clocks (compiled trials only)
         "first_step_s": warm_ms[0] / 1e3,
         "warmup_steps": len(warm_ms),
         "warmup_settled": float(settled(warm_ms, settings.settle_window, settings.settle_tolerance or 0.0)),

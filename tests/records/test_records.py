@@ -176,6 +176,38 @@ def test_time_shares_of_long_trials() -> None:
     assert time.line() == "trial time 1.3 min: compiling 0.8 min (62%), in trials that ended pruned 0.3 min (25%)"
 
 
+def test_compile_phases_sum_the_compiled_trials_that_recorded_them() -> None:
+    """The compiler's clocks, summed over compiled trials that have them; eager and older trials add nothing."""
+    from autotune.records.timeshares import time_shares
+    from autotune.records.trial import TrialRecord
+
+    start = datetime(2026, 1, 1)
+
+    def record(number: int, mode: str, metrics: dict[str, float]) -> TrialRecord:
+        result = TrialResult(Status.OK, None, {"compile_mode": mode}, {"throughput": 1.0, **metrics})
+        return TrialRecord(
+            number, TrialState.COMPLETE, TrialKind.MEASURED, {}, result, "ok", None, False, -1.0, (1.0,), (1.0,),
+            started=start, ended=start + timedelta(seconds=120),
+        )  # fmt: skip
+
+    phases = {"compile_wall_s": 40.0, "compile_inductor_s": 25.0, "compile_kernel_wait_s": 10.0}
+    time = time_shares(
+        [
+            record(0, "none", {"compile_s": 0.0}),
+            record(1, "default", {"compile_s": 48.0, **phases}),
+            record(2, "reduce-overhead", {"compile_s": 50.0, **phases}),
+            record(3, "default", {"compile_s": 30.0}),  # an older trial: no clocks
+        ]
+    )
+    assert time.phases.trials == 2 and time.phases.compile_s == 98.0
+    assert time.phases.seconds == {"compile_wall_s": 80.0, "compile_inductor_s": 50.0, "compile_kernel_wait_s": 20.0}
+    assert time.phases.line() == (
+        "compiling by the compiler's clocks (2 trials, 1.6 min): tracing 0.5 min, Inductor 0.8 min "
+        "(waiting for kernel builds 0.3 min), the first steps' other one-off work 0.3 min"
+    )
+    assert time_shares([record(0, "default", {"compile_s": 30.0})]).phases.line() is None
+
+
 def test_time_to_within_two_percent_of_the_winner(db: Path) -> None:
     """Trial time, in the order the trials started, until one within 2% of the winner's ranked value finished."""
     study = _study(db)

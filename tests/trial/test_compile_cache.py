@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import torch
+from pytest import MonkeyPatch
 
 from autotune.jobspec import TrialSpec
 from autotune.runner import TrialRunner
+from autotune.trial import compilecache
 from autotune.trial.compilecache import CACHE_FOLDER, study_cache_dir
 
 
@@ -19,15 +24,39 @@ def test_cache_folder_sits_beside_a_sqlite_study(tmp_path: Path) -> None:
 
 def test_a_repeated_trial_compiles_from_the_study_cache(tmp_path: Path) -> None:
     cache = tmp_path / CACHE_FOLDER / "study"
-    spec = TrialSpec(
-        "trial_workloads:tiny_mlp", {"compile_mode": "default"}, "tiny", "cpu", compile_cache_dir=str(cache)
-    )
+    params = {"compile_mode": "default", "precision": "bf16"}
+    spec = TrialSpec("trial_workloads:tiny_mlp", params, "tiny", "cpu", compile_cache_dir=str(cache))
     runner = TrialRunner()
     first, again = runner.run(spec, 300), runner.run(spec, 300)
     assert first.ok and again.ok, (first.reason, again.reason)
-    assert list((cache / "inductor" / "fxgraph").iterdir())  # the graphs went to the study's folder
+    # The graphs went to the study's folder, into Inductor's folder for bf16 autocast; Triton's is shared.
+    assert list((cache / "inductor-bfloat16" / "fxgraph").iterdir())
+    assert not (cache / "inductor").exists()
     # Measured on the 2-core development machine: 13.4 s cold, 2.2 s from the cache.
     assert again.metrics["compile_s"] < first.metrics["compile_s"] / 2, (first.metrics, again.metrics)
+    # The compiler's own clocks: its wall time within the first steps', Inductor within it, the kernel builds it
+    # waited for within that; from the cache, Inductor hardly runs and no kernel is built.
+    cold, warm = first.metrics, again.metrics
+    assert 0 < cold["compile_kernel_wait_s"] <= cold["compile_inductor_s"] <= cold["compile_wall_s"], cold
+    assert 0 < warm["compile_wall_s"] <= warm["compile_s"] + 0.5, warm
+    assert warm["compile_inductor_s"] < cold["compile_inductor_s"] / 2, (cold, warm)
+    assert warm["compile_kernel_wait_s"] < cold["compile_kernel_wait_s"] / 2, (cold, warm)
+
+
+def test_each_autocast_dtype_compiles_into_its_own_inductor_folder(tmp_path: Path, monkeypatch: MonkeyPatch) -> None:
+    """AOTAutograd's cache once keyed graphs on autocast being on, not on its dtype (pytorch/pytorch#181564): an
+    fp16 trial must never find a bf16 trial's graph, so each autocast dtype has its own Inductor folder."""
+    folders = {}
+    for dtype in (None, torch.bfloat16, torch.float16):
+        monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+        compilecache.use(tmp_path, dtype)
+        folders[dtype] = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "triton")
+    assert folders == {
+        None: str(tmp_path / "inductor"),
+        torch.bfloat16: str(tmp_path / "inductor-bfloat16"),
+        torch.float16: str(tmp_path / "inductor-float16"),
+    }
 
 
 REMEMBER = """
