@@ -9,7 +9,8 @@ budget, the sampler reads it as a COMPLETE trial (TPE models it; CMA-ES, which l
 own draws, does not), and it is marked ``autotune.informed`` so the progress line names it.
 
 What it picks, each only where the space offers the value (a knob the space fixes or does not search
-keeps its value; a ``when:`` is respected; kernel block sizes and other params keep the default's):
+keeps its value; a ``when:`` is respected; other params keep the default's, and the space's listed kernels take
+what their own autotuners choose in a short eager run of this configuration, :mod:`autotune.sweep.kernelstart`):
 
 - on a GPU: bf16 autocast where the GPU has it, else fp16 (else TF32); channels_last where the model
   has 4-D weights; ``torch.compile`` default; the fused optimizer; cuDNN benchmark; pinned batches,
@@ -49,8 +50,10 @@ from autotune.runner import TrialRunner
 from autotune.space import Space
 from autotune.space.params import ParamSpec
 from autotune.sweep.context import SweepContext
+from autotune.sweep.kernelstart import autotuned_kernel_params
 from autotune.sweep.lease import LeaseTable, held
 from autotune.sweep.options import SweepOptions
+from autotune.trial.compilecache import study_cache_dir
 from autotune.trial.probe import device_facts
 
 __all__ = [
@@ -110,6 +113,12 @@ class Expert:
         """``precision=bf16, compile_mode=default, batch_size=64 (...)``."""
         changed = ", ".join(f"{name}={_show(value)}" for name, value in self.changes.items())
         return changed + "".join(f" ({note})" for note in self.notes)
+
+    def with_values(self, values: dict[str, Any], default: TrialRecord, note: str) -> Expert:
+        """These params set to ``values`` (the listed kernels' own choices), and ``note`` on how they were found."""
+        params = {**self.params, **values}
+        changes = {name: value for name, value in params.items() if default.params.get(name, _MISSING) != value}
+        return Expert(params, changes, (*self.notes, note) if note else self.notes)
 
 
 def _show(value: Any) -> str:
@@ -311,8 +320,9 @@ class InformedStart:
 
     def _decide(self, default: TrialRecord) -> None:
         ctx = self.ctx
+        interruptible = self.signals.interruptible if self.signals is not None else contextlib.nullcontext
         try:
-            with self.signals.interruptible() if self.signals is not None else contextlib.nullcontext():
+            with interruptible():
                 facts = probe_device(ctx.space, ctx.options, default.params)
         except ProbeFailed as exc:
             self._none(f"the device could not be asked: {exc}")
@@ -322,6 +332,13 @@ class InformedStart:
         if not expert.changes:
             self._none(f"{on}, the default configuration is what an expert would try in this space")
             return
+        if ctx.space.kernels:  # their block sizes as their own autotuners choose them (autotune.sweep.kernelstart)
+            with interruptible():
+                values, note = autotuned_kernel_params(
+                    ctx.space, expert.params, ctx.options.device or ctx.space.device,
+                    str(study_cache_dir(ctx.options.storage, ctx.study.study_name)), ctx.options.memory_cap_gib,
+                )  # fmt: skip
+            expert = expert.with_values(values, default, note)
         earlier = ctx.records.measured_with(expert.params)
         if earlier is not None:
             self._none(f"{on}, trial {earlier.number} has its choice already: {expert.describe()}")

@@ -182,3 +182,27 @@ def test_the_walk_over_loaded_modules_passes_over_one_without_globals() -> None:
         assert all(not path.startswith("fake_cffi") for path, _ in loaded_autotuners())
     finally:
         del sys.modules["fake_cffi.lib"]
+
+
+INFORMED = """\
+workload: {name: "user_kernels:last_wins_mlp", preset: tiny}
+device: cpu
+kernels: ["user_kernels:last_wins_add"]
+budget: {trials: 2, trial_timeout: 2m}
+sampler: {name: random, seed: 0}
+params:
+  fused_optimizer: [false, true]
+"""
+
+
+def test_the_informed_start_takes_a_listed_kernels_own_autotuned_choice(tmp_path: Path) -> None:
+    """Before the informed start is queued, the listed kernel runs unpinned in a short eager run of the expert's
+    configuration; what its autotuner chose there (here always its last config) is the informed start's."""
+    (tmp_path / "space.yaml").write_text(INFORMED)
+    swept = _run(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
+    assert "as their own autotuners chose: last_wins_add: BLOCK_SIZE=64 num_warps=4 num_stages=2" in swept.stderr
+    study = optuna.load_study(study_name="space", storage=f"sqlite:///{tmp_path}/autotune.db")
+    default, informed = sorted(study.trials, key=lambda trial: trial.number)
+    assert default.params["last_wins_add"] == CONFIGS[16]  # the default trial: the param's first value
+    assert informed.params == {"fused_optimizer": True, "last_wins_add": CONFIGS[64]}
+    assert study.user_attrs[schema.STUDY_ATTR_INFORMED]["params"]["last_wins_add"] == CONFIGS[64]

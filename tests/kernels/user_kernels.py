@@ -54,6 +54,27 @@ self_tuned_add = triton.autotune(
     do_bench=_cpu_bench,
 )(_scaled_add)
 
+_LAST_WINS = [0.0]
+
+
+def _last_wins_bench(kernel_call: object, quantiles: object) -> list[float]:
+    """Each config timed faster than the one before: the last config benchmarked wins, whatever the CPU does."""
+    kernel_call()  # type: ignore[operator]
+    _LAST_WINS[0] -= 1.0
+    return [1e6 + _LAST_WINS[0]] * 3
+
+
+# A listed kernel whose own autotuner, when left unpinned, always chooses its last config (BLOCK_SIZE=64).
+last_wins_add = triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_SIZE": 16}, num_warps=1, num_stages=1),
+        triton.Config({"BLOCK_SIZE": 32}, num_warps=2, num_stages=1),
+        triton.Config({"BLOCK_SIZE": 64}, num_warps=4, num_stages=2),
+    ],
+    key=["n"],
+    do_bench=_last_wins_bench,
+)(_scaled_add)
+
 declared_add = tunable(
     key=["n"], BLOCK_SIZE=[16, 32, 64, 128], num_warps=[1, 2, 4], feasibility="BLOCK_SIZE >= 16 * num_warps"
 )(_scaled_add)
@@ -108,6 +129,12 @@ def kernel_mlp(preset: str = "tiny") -> object:
         return torch.randn(batch_size, 32, device=device), torch.randint(0, 10, (batch_size,), device=device)
 
     return Workload(KernelMLP(), make_batch, F.cross_entropy, default_batch_size=16)
+
+
+def last_wins_mlp(preset: str = "tiny") -> object:
+    """:func:`kernel_mlp` launching :data:`last_wins_add`."""
+    KERNEL[0] = last_wins_add
+    return kernel_mlp(preset)
 
 
 def self_tuned_mlp(preset: str = "tiny") -> object:
