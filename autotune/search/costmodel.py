@@ -62,7 +62,8 @@ GRAPH_NEUTRAL_KNOBS = frozenset(
 # ResNet-50; DESIGN.md, BENCHMARKS.md).
 PRIOR_COMPILE_S = 30.0
 # A compile from the study's cache, as a fraction of the fresh one, before the study has repeated a graph:
-# GPT-2 on an H100, 2.1 / 17.0, 2.3 / 17.9 and 2.4 / 25.1 s (BENCHMARKS.md "The compile cache").
+# GPT-2 on an H100, 2.1 / 17.0 and 2.4 / 25.1 s (BENCHMARKS.md "The compile cache"; a third, 2.3 / 17.9, was fp16
+# served bf16's graph by torch 2.11's AOTAutograd cache, not a hit of the same graph: autotune.trial.compilecache).
 PRIOR_HIT_FRACTION = 0.12
 MIN_RUN_S = 0.5  # a run time never predicted below this (start-up alone takes longer)
 # The prior spread of one knob value's effect on a trial's log seconds: a factor of e^0.5 = 1.65 either way before the
