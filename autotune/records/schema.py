@@ -32,6 +32,7 @@ __all__ = [
     "ATTR_KIND",
     "ATTR_MLFLOW_RUN",
     "ATTR_PARAMS",
+    "ATTR_PREPARED_S",
     "ATTR_REASON",
     "ATTR_RESULT",
     "ATTR_STATUS",
@@ -61,6 +62,9 @@ ATTR_DEFAULT = "autotune.default"  # the PyTorch-default configuration, enqueued
 # The informed start (autotune.sweep.informed): what an expert would try first on this device, queued once the
 # default is measured.
 ATTR_INFORMED = "autotune.informed"
+# Seconds of device time spent preparing a trial before it started (the informed start's run of the listed kernels'
+# own autotuners, autotune.sweep.kernelstart): counted in the trial's duration, so GPU-time figures include it.
+ATTR_PREPARED_S = "autotune.prepared_s"
 ATTR_WORKER = "autotune.worker"  # host:pid of the worker running the trial
 ATTR_GPU = "autotune.gpu"  # the GPU a worker pinned its trial to, where the sweep records one
 ATTR_VIOLATION = "autotune.violation"  # > 0: infeasible (OOM, rejected, a metric constraint broken)

@@ -116,6 +116,7 @@ class TrialRecord:
     mlflow_run_id: str | None = None
     trial_id: int | None = None  # the storage's id of the trial: for a writer that must act on it (fail, requeue)
     informed: bool = False  # the informed start: what an expert would try first here (autotune.sweep.informed)
+    prepared_s: float = 0.0  # device seconds spent preparing it before it started (schema.ATTR_PREPARED_S)
 
     # -- what the trial was --------------------------------------------------------------------
     @property
@@ -219,14 +220,15 @@ class TrialRecord:
 
     @property
     def duration_s(self) -> float:
-        """From its start to its record (0 while it runs). A replayed trial answers in an instant: where its
-        record carries the recorded trial's duration (:mod:`autotune.search.replaytimes`), that is its duration."""
+        """From its start to its record (0 while it runs), plus what preparing it took before it started
+        (:attr:`prepared_s`). A replayed trial answers in an instant: where its record carries the recorded trial's
+        duration (:mod:`autotune.search.replaytimes`), that is its duration."""
         replayed = self._replayed_duration_s()
         if replayed is not None:
             return replayed
         if self.started is None or self.ended is None:
             return 0.0
-        return max(0.0, (self.ended - self.started).total_seconds())
+        return max(0.0, (self.ended - self.started).total_seconds()) + self.prepared_s
 
     def _replayed_duration_s(self) -> float | None:
         if self.result is None or not self.result.env.get("replay"):
@@ -303,4 +305,5 @@ def read_trial(
         mlflow_run_id=attrs.get(schema.ATTR_MLFLOW_RUN),
         trial_id=trial._trial_id,
         informed=bool(attrs.get(schema.ATTR_INFORMED)),
+        prepared_s=max(0.0, finite(attrs.get(schema.ATTR_PREPARED_S)) or 0.0),
     )

@@ -37,6 +37,7 @@ every point anyway).
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -332,13 +333,16 @@ class InformedStart:
         if not expert.changes:
             self._none(f"{on}, the default configuration is what an expert would try in this space")
             return
+        prepared: dict[str, float] = {}
         if ctx.space.kernels:  # their block sizes as their own autotuners choose them (autotune.sweep.kernelstart)
+            began = time.monotonic()
             with interruptible():
                 values, note = autotuned_kernel_params(
                     ctx.space, expert.params, ctx.options.device or ctx.space.device,
                     str(study_cache_dir(ctx.options.storage, ctx.study.study_name)), ctx.options.memory_cap_gib,
                 )  # fmt: skip
             expert = expert.with_values(values, default, note)
+            prepared = {schema.ATTR_PREPARED_S: time.monotonic() - began}  # device time: the trial's, in its figures
         earlier = ctx.records.measured_with(expert.params)
         if earlier is not None:
             self._none(f"{on}, trial {earlier.number} has its choice already: {expert.describe()}")
@@ -347,7 +351,8 @@ class InformedStart:
         if not feasible:
             self._none(f"{on}, its choice breaks the rule {rule}: {expert.describe()}")
             return
-        ctx.study.enqueue_trial(ctx.space.optuna_params(expert.params), user_attrs={schema.ATTR_INFORMED: True})
+        attrs = {schema.ATTR_INFORMED: True, **prepared}
+        ctx.study.enqueue_trial(ctx.space.optuna_params(expert.params), user_attrs=attrs)
         number = self._queued_number()
         why = f"{on}: {expert.describe()}"
         if facts.layout_error:

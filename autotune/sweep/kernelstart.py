@@ -15,7 +15,8 @@ differently for several shape keys (an fp32 reference pass, then the training st
 the most keys is taken, the latest on a tie. A kernel the configuration does not call, a run that fails, or a
 choice the space does not offer leaves the params as the expert had them, and the note says so. Its time is
 the run's (GPT-2's fused head benchmarked its 34 configs in 10-13 s per dtype in an H100's trials); the
-informed start then pins the choices and benchmarks nothing.
+informed start then pins the choices and benchmarks nothing, and its trial time counts the run
+(``autotune.prepared_s`` on the trial), so the sweep's GPU-time figures include it.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import optuna
 import pytest
 import yaml
 
-from autotune.records import schema
+from autotune.records import StudyRecords, schema
 from autotune.space import SpaceError, load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.views.export import export
@@ -206,3 +206,8 @@ def test_the_informed_start_takes_a_listed_kernels_own_autotuned_choice(tmp_path
     assert default.params["last_wins_add"] == CONFIGS[16]  # the default trial: the param's first value
     assert informed.params == {"fused_optimizer": True, "last_wins_add": CONFIGS[64]}
     assert study.user_attrs[schema.STUDY_ATTR_INFORMED]["params"]["last_wins_add"] == CONFIGS[64]
+    # The kernels' run is device time spent for the informed start: its trial's duration counts it.
+    prepared = informed.user_attrs[schema.ATTR_PREPARED_S]
+    assert prepared > 0
+    record = StudyRecords(study, (("throughput", "maximize"),)).trial(informed.number)
+    assert record.duration_s == pytest.approx(informed.duration.total_seconds() + prepared)
