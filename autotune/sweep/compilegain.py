@@ -7,6 +7,12 @@ trial is given is the largest such gain among the study's compiled trials, times
 once a few have said: until then nothing is pruned before compiling. A configuration whose eager
 throughput times the bound stays under the pruning line cannot win; every other one compiles.
 
+cuDNN's algorithm search (``cudnn_benchmark=true``) is one-off work of the same kind: on an H100 the first
+steps of ResNet-50 in fp32, channels_last, batch 512 searched for 160 s before the trial was pruned at a sixth
+of the best. The probe runs without it (cuDNN picks by its heuristics), so an eager configuration that asks for
+the search is probed too, and what the search gained counts as evidence beside what compiling gained: one
+bound for the first steps' one-off work, whichever it is (:func:`pays_one_off_work`).
+
 The gains of every compile mode are pooled: a sweep compiles a few dozen times, and a bound per mode
 would wait for evidence until the sweep is half over. The margin covers what pooling can miss (CUDA
 graphs gain most where launches dominate: small batches). With a gain of 2x seen, the bound is 3x,
@@ -25,20 +31,25 @@ from autotune.jobspec import Pruning
 from autotune.results import Status, TrialResult
 from autotune.sweep.context import SweepContext
 
-__all__ = ["GAIN_MARGIN", "MIN_EVIDENCE", "compile_gain_bound", "pruning_for"]
+__all__ = ["GAIN_MARGIN", "MIN_EVIDENCE", "compile_gain_bound", "pays_one_off_work", "pruning_for"]
 
 # A configuration's gain can exceed every one seen so far (a smaller batch, where launches dominate,
 # gains more); the margin keeps the bound above that, and only clearly hopeless ones go unmeasured.
 GAIN_MARGIN = 1.5
-MIN_EVIDENCE = 2  # compiled trials with their eager figure before the bound is trusted
+MIN_EVIDENCE = 2  # probed trials with their measured figure before the bound is trusted
+
+
+def pays_one_off_work(params: dict[str, Any]) -> bool:
+    """Whether the first steps of ``params`` do work its probe skips: a compile, or cuDNN's algorithm search."""
+    return params.get("compile_mode", "none") != "none" or params.get("cudnn_benchmark") is True
 
 
 def compile_gain_bound(params: dict[str, Any], results: Iterable[TrialResult]) -> float | None:
-    """The most compiling may multiply ``params``' eager throughput by, judged from ``results``; None: unknown.
+    """The most compiling (or cuDNN's search) may multiply ``params``' probe throughput by, judged from ``results``.
 
-    None too for an eager configuration (no compile to spare) and for too little evidence.
+    None: unknown, for too little evidence, and for a configuration without one-off work to spare.
     """
-    if params.get("compile_mode", "none") == "none":
+    if not pays_one_off_work(params):
         return None
     gains = [gain for result in results if (gain := _gain(result)) is not None]
     if len(gains) < MIN_EVIDENCE:
@@ -47,8 +58,8 @@ def compile_gain_bound(params: dict[str, Any], results: Iterable[TrialResult]) -
 
 
 def _gain(result: TrialResult) -> float | None:
-    """A compiled trial's throughput over its eager probe; None for any other trial."""
-    if result.status not in (Status.OK, Status.PRUNED) or result.params.get("compile_mode", "none") == "none":
+    """A probed trial's throughput over its probe's; None for any other trial."""
+    if result.status not in (Status.OK, Status.PRUNED) or not pays_one_off_work(result.params):
         return None
     metrics = result.metrics
     if metrics.get("pruned_before_compile"):

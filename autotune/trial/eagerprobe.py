@@ -7,6 +7,11 @@ throughput. A study that has measured how much compiling gains (:mod:`autotune.s
 the largest ratio of a compiled trial's throughput to its own eager probe, with a margin) can then
 tell that a configuration cannot reach the pruning bound even compiled, and stop it before compiling.
 
+The probe runs without cuDNN's algorithm search (``torch.backends.cudnn.benchmark`` off while it runs: cuDNN
+picks by its heuristics), the other one-off work a configuration can ask for: an eager configuration with
+``cudnn_benchmark=true`` is probed the same way, and stops before the search where even the study's largest
+gain leaves it under the bound.
+
 The probe leaves the trial as it found it: the learning rates are zero while it runs, so the first
 compiled step (checked against the fp32 reference loss) sees the weights untouched; the memory it
 took is handed back and the peak statistics reset, so the trial's peak memory is the compiled run's.
@@ -31,20 +36,21 @@ PROBE_STEPS = 5
 
 
 def eager_twin_throughput(step: TrainStep, items: int, device: torch.device) -> float | None:
-    """Items per second of ``step`` run eager: None when its model is not compiled, or eager runs out of memory.
+    """Items per second of ``step`` run eager, without cuDNN's algorithm search; None when eager runs out of memory.
 
     A model compiled whole runs its wrapped module; one whose blocks are compiled in place (``compile_scope=blocks``)
-    runs itself with torch.compile told to run eager (``torch.compiler.set_stance("force_eager")``).
+    runs itself with torch.compile told to run eager (``torch.compiler.set_stance("force_eager")``); an eager one
+    runs as it is.
     """
     eager = getattr(step.model, "_orig_mod", None)  # torch.compile's wrapper keeps the module it wraps here
     stance: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if not isinstance(eager, torch.nn.Module):
-        if not step.ctx.blocks:
-            return None
-        eager, stance = step.model, torch.compiler.set_stance("force_eager")
+        eager = step.model
+        if step.ctx.blocks:
+            stance = torch.compiler.set_stance("force_eager")
     twin = TrainStep(step.workload, eager, step.ctx, step.optimizer, step.batch_for)
     try:
-        with _learning_rates_zero(step.optimizer), stance:
+        with _learning_rates_zero(step.optimizer), stance, _no_cudnn_search():
             times = time_steps(twin, PROBE_STEPS, device)
     except torch.OutOfMemoryError:
         return None  # eager can need more memory than compiled: no estimate, the trial compiles as usual
@@ -55,8 +61,20 @@ def eager_twin_throughput(step: TrainStep, items: int, device: torch.device) -> 
 
 
 def cannot_win(eager_throughput: float, compile_gain: float, prune_below: float) -> bool:
-    """Whether even the largest gain compiling gave in this study leaves the configuration under the bound."""
+    """Whether even the largest gain the one-off work gave in this study leaves the configuration under the bound."""
     return eager_throughput * compile_gain < prune_below
+
+
+@contextlib.contextmanager
+def _no_cudnn_search() -> Iterator[None]:
+    """cuDNN by its heuristics while the probe runs; the trial's own setting after (a global flag, read per call)."""
+    cudnn: Any = torch.backends.cudnn  # the module's flags are set by assignment, which its stubs do not declare
+    saved = cudnn.benchmark
+    cudnn.benchmark = False
+    try:
+        yield
+    finally:
+        cudnn.benchmark = saved
 
 
 @contextlib.contextmanager

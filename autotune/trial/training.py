@@ -106,14 +106,24 @@ def _basis(trial: TrainingTrial) -> str:
 
 
 def _eager_probe(trial: TrainingTrial, step: TrainStep) -> float | None:
-    """The eager twin's throughput, for a compiled trial of a sweep on synthetic batches; else None.
+    """The eager twin's throughput, for a trial of a sweep on synthetic batches with one-off work to skip; else None.
 
-    Behind a loader the probe would take the loader's first batches, which the first step is checked
-    on; and a trial run alone (``autotune trial``) has nothing to prune against.
+    The work: a compile, or cuDNN's algorithm search on a GPU (on a CPU the knob does nothing). Behind a loader
+    the probe would take the loader's first batches, which the first step is checked on; and a trial run alone
+    (``autotune trial``) has nothing to prune against.
     """
-    if trial.spec.pruning is None or trial.behind_loader or trial.knobs.compile_mode == "none":
+    if trial.spec.pruning is None or trial.behind_loader or _one_off_work(trial) is None:
         return None
     return eager_twin_throughput(step, trial.items, trial.device)
+
+
+def _one_off_work(trial: TrainingTrial) -> str | None:
+    """What the trial's first steps pay once and its probe skips, in words: None when nothing."""
+    if trial.knobs.compile_mode != "none":
+        return "compiling"
+    if trial.knobs.cudnn_benchmark and trial.device.type == "cuda":
+        return "cuDNN's algorithm search"
+    return None
 
 
 def _pruned_before_compile(trial: TrainingTrial, eager: float) -> TrialResult | None:
@@ -125,14 +135,15 @@ def _pruned_before_compile(trial: TrainingTrial, eager: float) -> TrialResult | 
         return None
     unit, reachable = trial.workload.unit, eager * pruning.compile_gain
     reason = (
-        f"before compiling: eager {eager:,.4g} {unit} x {pruning.compile_gain:.2f} (the most compiling gained in "
-        f"this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}{_basis(trial)}"
+        f"before {_one_off_work(trial)}: eager {eager:,.4g} {unit} x {pruning.compile_gain:.2f} (the most compiling"
+        f" or cuDNN's search gained in this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}"
+        f"{_basis(trial)}"
     )
     metrics = {
         "throughput": reachable,  # the most it could reach compiled: what it was pruned on
         "throughput_unit": unit,
         "eager_probe_throughput": eager,
-        "pruned_before_compile": 1.0,
+        "pruned_before_compile": 1.0,  # the name stored studies read; set before cuDNN's search too
         "compile_s": 0.0,
         "warmup_steps": 0,
         "items_per_step": trial.items,

@@ -20,6 +20,12 @@ def _result(mode: str, eager: float, compiled: float, status: Status = Status.OK
     return TrialResult(status, None, {"compile_mode": mode}, metrics)
 
 
+def _searched(eager: float, measured: float, status: Status = Status.OK) -> TrialResult:
+    """An eager trial with cuDNN's algorithm search, probed without it."""
+    metrics = {"throughput": measured, "eager_probe_throughput": eager}
+    return TrialResult(status, None, {"compile_mode": "none", "cudnn_benchmark": True}, metrics)
+
+
 def test_no_bound_for_eager_configurations_nor_before_enough_compiled_trials() -> None:
     evidence = [_result("default", 100, 150)] * (MIN_EVIDENCE - 1)
     assert compile_gain_bound({"compile_mode": "default"}, evidence) is None
@@ -37,6 +43,14 @@ def test_the_bound_is_the_largest_gain_of_any_mode_with_margin() -> None:
     assert compile_gain_bound({"compile_mode": "default"}, evidence) == 1.5 * GAIN_MARGIN
     graphs = [*evidence, _result("reduce-overhead", 100, 250)]  # CUDA graphs gain most where launches dominate
     assert compile_gain_bound({"compile_mode": "default"}, graphs) == 2.5 * GAIN_MARGIN
+
+
+def test_cudnn_search_is_one_off_work_too_bounded_by_what_either_work_gained() -> None:
+    searched = {"compile_mode": "none", "cudnn_benchmark": True}
+    evidence = [_searched(100, 110), _searched(100, 105, Status.PRUNED)]  # pruned after its warm-up: measured
+    assert compile_gain_bound(searched, evidence) == 1.1 * GAIN_MARGIN
+    assert compile_gain_bound(searched, [*evidence, _result("default", 100, 140)]) == 1.4 * GAIN_MARGIN
+    assert compile_gain_bound({"compile_mode": "none", "cudnn_benchmark": False}, evidence) is None
 
 
 def test_compiling_that_loses_still_leaves_a_bound_of_at_least_the_margin() -> None:

@@ -1,7 +1,8 @@
-"""The eager twin a compiled trial times before compiling, and the trial it lets stop before the compile."""
+"""The eager twin a trial times before its one-off work (a compile, cuDNN's search), and the early stop it allows."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.nn import functional as F
 
@@ -35,10 +36,34 @@ def test_the_probe_runs_the_eager_module_and_leaves_the_weights_and_rates_as_the
     assert step.losses == []  # the compiled step's own record (its first loss is checked) is untouched
 
 
-def test_an_eager_model_has_no_twin_to_probe() -> None:
-    step, model, _ = _compiled_step()
-    step.model = model
-    assert eager_twin_throughput(step, items=4, device=torch.device("cpu")) is None
+class _SeesCudnnSearch(torch.nn.Module):
+    """A linear layer that notes, at each call, whether cuDNN would search for algorithms."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 3)
+        self.searching: list[bool] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.searching.append(bool(torch.backends.cudnn.benchmark))
+        return self.linear(x)
+
+
+def test_an_eager_model_is_probed_as_it_is_without_cudnn_search_and_the_flag_comes_back() -> None:
+    model = _SeesCudnnSearch()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    batch = (torch.randn(4, 8), torch.randint(0, 3, (4,)))
+    workload = workloads.Workload(model, lambda n, d: batch, F.cross_entropy)
+    ctx = knobs.apply(model, optimizer, knobs.Knobs(), "cpu")[1]
+    step = TrainStep(workload, model, ctx, optimizer, lambda i: batch)
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True  # what cudnn_benchmark=true set for the trial
+    try:
+        assert eager_twin_throughput(step, items=4, device=torch.device("cpu")) is not None
+        assert torch.backends.cudnn.benchmark is True  # the trial's own setting, back for its first steps
+    finally:
+        torch.backends.cudnn.benchmark = saved
+    assert model.searching and not any(model.searching)  # heuristics only while the probe ran
 
 
 def test_cannot_win_only_when_even_the_largest_gain_stays_under_the_bound() -> None:
@@ -56,8 +81,21 @@ def test_a_compiled_trial_that_cannot_reach_the_bound_stops_before_compiling() -
     assert result.metrics["throughput"] == eager * 1.5  # the most it could reach: what it was pruned on
 
 
-def test_an_eager_trial_is_never_probed() -> None:
-    eager_spec = TrialSpec(TINY, {"compile_mode": "none"}, "tiny", "cpu", pruning=Pruning(below=1e12, compile_gain=9))
+def test_an_eager_trial_without_one_off_work_is_never_probed() -> None:
+    # cudnn_benchmark does nothing on a CPU: no search to spare, so no probe either
+    params = {"compile_mode": "none", "cudnn_benchmark": True}
+    eager_spec = TrialSpec(TINY, params, "tiny", "cpu", pruning=Pruning(below=1e12, compile_gain=9))
     eager = run_trial(eager_spec)
     assert eager.status is Status.PRUNED and eager.reason is not None and eager.reason.startswith("warm-up ")
     assert "eager_probe_throughput" not in eager.metrics
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_an_eager_gpu_trial_that_asks_for_cudnn_search_stops_before_it() -> None:
+    params = {"compile_mode": "none", "cudnn_benchmark": True, "memory_format": "channels_last"}
+    spec = TrialSpec("resnet50", params, "tiny", "cuda", pruning=Pruning(below=1e12, compile_gain=1.5))
+    result = run_trial(spec)
+    assert result.status is Status.PRUNED
+    assert result.reason is not None and result.reason.startswith("before cuDNN's algorithm search: eager ")
+    assert result.metrics["throughput"] == result.metrics["eager_probe_throughput"] * 1.5
