@@ -48,7 +48,7 @@ class TrialResult:
     series: dict[str, list[float]] = field(default_factory=dict)
     # Listed Triton kernels: import path -> the config pinned, its launches and shape keys.
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # Things a person should know about an ok trial (a listed kernel that never ran, ...).
+    # Things a person should know about an ok trial (its compile artifacts not saved, ...).
     warnings: list[str] = field(default_factory=list)
     # JSON-able extras a caller asked for (``profile``: what autotune.trial.profiler returned).
     extra: dict[str, Any] = field(default_factory=dict)

@@ -137,10 +137,14 @@ class TrialPins:
             pins.pinned.append((kernel, config, pin(kernel.autotuner, config)))
         return pins
 
-    def record(self) -> tuple[dict[str, dict[str, Any]], list[str]]:
-        """What the trial result carries: per kernel its config, launches and shape keys; and warnings."""
+    def record(self) -> dict[str, dict[str, Any]]:
+        """What the trial result carries: per kernel its config, launches and shape keys.
+
+        A kernel that did not launch is no news in one trial (its params may route around it: the model's own
+        LayerNorm instead of the listed one); the sweep's summary warns of one that no trial launched
+        (:meth:`autotune.records.StudyRecords.kernels_never_run`).
+        """
         kernels: dict[str, dict[str, Any]] = {}
-        warned: list[str] = []
         for kernel, config, launches in self.pinned:
             kernels[kernel.path] = {
                 "params": [p.name for p in kernel.params()],
@@ -151,9 +155,7 @@ class TrialPins:
                 "launches": launches.count,
                 "shape_keys": [list(key) for key in launches.keys],
             }
-            if launches.count == 0:
-                warned.append(f"listed kernel {kernel.path} never ran in eager passes (is it the one the model calls?)")
-        return kernels, warned
+        return kernels
 
 
 def pin_tuned(kernels: Mapping[str, Mapping[str, Any]]) -> None:

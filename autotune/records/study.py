@@ -268,6 +268,19 @@ class StudyRecords:
             and (winner is None or winner.value is None or ranking.better(r.value, winner.value, self.direction))
         ]
 
+    def kernels_never_run(self) -> list[str]:
+        """Listed kernels (the space's ``kernels:``) that no finished trial launched: likely not the ones the model
+        calls. A trial whose params route around a kernel (the model's own LayerNorm, not the listed one) launches
+        it zero times too, so only every finished trial together says so; empty before any finished."""
+        launched: dict[str, int] = {}
+        for record in self._measured:
+            if record.result is None or not record.ok:
+                continue
+            for path, entry in record.result.kernels.items():
+                if "launches" in entry:  # a listed kernel's entry; one its own autotuner chose for has none
+                    launched[path] = launched.get(path, 0) + int(entry["launches"])
+        return sorted(path for path, count in launched.items() if count == 0)
+
     def time_to_within(self, fraction: float = 0.02, target: float | None = None) -> tuple[float, int] | None:
         """Trial time (seconds, every measured trial's, in the order they started) until the first feasible trial
         within ``fraction`` of the winner's ranked value finished, and how many measured trials that took;

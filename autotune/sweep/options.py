@@ -80,6 +80,7 @@ class SweepSummary:
     time: TimeShares = field(default_factory=TimeShares)  # where the measured trials' time went (every worker's)
     # Trial time (s) and measured trials until the first within 2% of the winner: what finding the answer cost.
     to_within_2pct: tuple[float, int] | None = None
+    kernels_never_run: list[str] = field(default_factory=list)  # listed kernels no finished trial launched
 
     @property
     def measured(self) -> int:

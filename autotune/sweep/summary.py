@@ -35,6 +35,7 @@ def summarize(ctx: SweepContext, stop_reason: str, wall_s: float) -> SweepSummar
     summary.time = records.time()
     summary.faster_infeasible = len(records.faster_infeasible())
     summary.to_within_2pct = records.time_to_within(0.02)
+    summary.kernels_never_run = records.kernels_never_run()
     winner = records.winner
     if winner is not None:
         summary.best_trial, summary.best_value = winner.number, winner.value
@@ -145,6 +146,10 @@ def summary_text(summary: SweepSummary, storage: str) -> str:
     if summary.to_within_2pct is not None:
         seconds, trials = summary.to_within_2pct
         lines.append(f"within 2% of the winner after {seconds / 60:.1f} min of trial time ({trials} measured trials)")
+    lines += [
+        f"WARNING: listed kernel {path} never ran in any finished trial (is it the one the model calls?)"
+        for path in summary.kernels_never_run
+    ]
     store = "" if storage == DEFAULT_STORAGE else f" --storage '{redact_url(storage)}'"
     lines += ["", summary.leaderboard]
     if storage != "memory":  # an in-memory study is gone when the sweep ends

@@ -39,7 +39,7 @@ __all__ = [
 
 TAG_STUDY = "autotune.study"
 TAG_ROLE = "autotune.role"
-TAG_WARNINGS = "autotune.warnings"  # things to know about an ok trial (a listed kernel that never ran)
+TAG_WARNINGS = "autotune.warnings"  # things to know about an ok trial (its compile artifacts not saved, ...)
 TAG_INPUT_BOUND = "autotune.input_bound"  # "true" on a trial that waited for input > 10% of its step time
 TAG_TRIAL = "autotune.trial"
 TAG_STATUS = "autotune.views.status"  # the trial's result status: ok, pruned, oom, crash ...

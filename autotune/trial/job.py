@@ -108,10 +108,9 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     loaded = trialartifacts.load_before_compile(spec, device)  # a tuned config's, as production loads them
     pins = TrialPins.pin_all(spec.kernels, spec.params)
     result = _measure_pinned(spec, device, started, requested_at, pins.params)
-    result.kernels, pin_warnings = pins.record()
+    result.kernels = pins.record()
     if result.ok:  # and what the kernels it did not pin chose for themselves, for production to pin as they ran
         result.kernels.update(autotuned_choices(skip=result.kernels))
-    result.warnings = [*pin_warnings, *result.warnings]
     trialartifacts.record(spec, device, result, loaded)  # and what this trial compiled, into the study's folder
     return result
 

@@ -34,6 +34,7 @@ def _record(study: optuna.Study, params: dict[str, Any], throughput: float | Non
     if throughput is None:
         metrics = {}
     result = TrialResult(status, None if status is Status.OK else "boom", params, metrics)
+    result.kernels = attrs.pop("kernels", {})
     trial.set_user_attr(schema.ATTR_PARAMS, params)
     trial.set_user_attr(schema.ATTR_KIND, attrs.pop("kind", TrialKind.MEASURED.value))
     trial.set_user_attr(schema.ATTR_RESULT, result.to_dict())
@@ -247,3 +248,20 @@ def test_a_record_cut_short_by_a_dead_worker_is_not_measured(db: Path) -> None:
     record = StudyRecords(study, OBJECTIVES).trial(0)
     assert not record.measured and record.outcome == "abandoned"
     assert StudyRecords(study, OBJECTIVES).tally().measured == 0
+
+
+def _launched(count: int) -> dict[str, Any]:
+    """A listed kernel's entry in a trial's result, as the trial records it."""
+    return {"config": "BLOCK=64", "launches": count, "shape_keys": [[64, "torch.float32"]] if count else []}
+
+
+def test_a_listed_kernel_never_run_is_one_that_no_finished_trial_launched(db: Path) -> None:
+    study = _study(db)
+    chosen = {"chosen_by": "autotune", "by_shape": []}  # a kernel that chose for itself: no launches to count
+    _record(study, {"norm": "torch"}, 10.0, kernels={"k:norm": _launched(0), "k:head": _launched(0), "k:own": chosen})
+    _record(study, {"norm": "triton"}, None, status=Status.PRUNED, kernels={"k:head": _launched(5)})  # not finished
+    records = StudyRecords(study, OBJECTIVES)
+    assert records.kernels_never_run() == ["k:head", "k:norm"]
+    _record(study, {"norm": "triton"}, 12.0, kernels={"k:norm": _launched(3), "k:head": _launched(0)})
+    records.refresh()
+    assert records.kernels_never_run() == ["k:head"]  # the torch-norm trial routed around k:norm: no news
