@@ -20,7 +20,7 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 
-__all__ = ["ALLOWED", "GEMM_BACKENDS", "available", "from_text", "parse", "problems", "to_text"]
+__all__ = ["ALLOWED", "GEMM_BACKENDS", "available", "cache_workarounds", "from_text", "parse", "problems", "to_text"]
 
 # What a space may set (README "Finalists"): the options torchtitan and Inductor's own max-autotune modes turn.
 ALLOWED = (
@@ -48,6 +48,35 @@ def available() -> dict[str, type]:
 
     current = config.get_config_copy()
     return {name: type(current[name]) for name in ALLOWED if name in current}
+
+
+def cache_workarounds(options: Mapping[str, Any], torch_version: str | None = None) -> dict[str, Any]:
+    """Options to add to ``options`` so that a process that loads their compile from Inductor's caches (a
+    re-measurement, production with the shipped artifacts) gets all of it; empty where nothing is needed.
+
+    With ``coordinate_descent_tuning``, torch before 2.12 loses the tuned block sizes of a kernel the FX graph
+    cache hands over with its static launcher (the default on CUDA): 2.11's ``recheck_autotune_cache`` ignores a
+    cached result for a kernel of one config, and drops ``found_by_coordesc`` for the others, so the first steps
+    tune every kernel again (on an H100 ResNet-50's winner, a finalist with this option, spent 182 s in its first
+    production steps with its artifacts loaded; 2.12 fixed it). With Triton's own launcher the kernels come from
+    their source, where the cached result is read whole. The trial compiles with the same options as production
+    (:func:`autotune.knobs.compile_arguments`), so what it measured is what ships.
+    """
+    import torch  # the version, and below Inductor's config: only knobs with Inductor options ask
+
+    if not options.get("coordinate_descent_tuning") or "use_static_cuda_launcher" in options:
+        return {}
+    if _release(torch_version or torch.__version__) >= (2, 12):
+        return {}
+    from torch._inductor import config
+
+    return {"use_static_cuda_launcher": False} if "use_static_cuda_launcher" in config.get_config_copy() else {}
+
+
+def _release(version: str) -> tuple[int, int]:
+    """``(major, minor)`` of a torch version: ``2.11.0+cu130`` -> ``(2, 11)``."""
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
 def problems(options: Mapping[Any, Any]) -> list[tuple[str, str]]:

@@ -383,7 +383,8 @@ def compile_arguments(knobs: Knobs) -> dict[str, Any]:
     # deferred: Inductor adds ~1.2 s to torch's import; only knobs with Inductor options need it here
     from torch._inductor import list_mode_options
 
-    return {"options": {**list_mode_options(knobs.compile_mode), **options}}
+    merged = {**list_mode_options(knobs.compile_mode), **options}
+    return {"options": {**merged, **inductor.cache_workarounds(merged)}}
 
 
 @contextlib.contextmanager
