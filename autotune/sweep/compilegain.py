@@ -72,8 +72,8 @@ def _gain(result: TrialResult) -> float | None:
 
 def pruning_for(ctx: SweepContext, params: dict[str, Any]) -> Pruning | None:
     """When the trial of ``params`` stops early: under ``--prune-below`` times the study's winner after warm-up
-    or, where this study's compile gains say it cannot get there, before compiling. None where pruning is off or
-    the objective is not one throughput to maximize."""
+    or, where this study's one-off gains say it cannot get there, before compiling (or cuDNN's search). None where
+    pruning is off or the objective is not one throughput to maximize."""
     objectives, ratio = ctx.info.objectives, ctx.options.prune_ratio
     if not ratio or len(objectives) > 1 or objectives[0] != ("throughput", "maximize"):
         return None
