@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 
 from autotune.records import StudyRecords, TrialRecord
+from autotune.search.costmodel import graph_key
 from autotune.space import Space
 from autotune.space.settings import FinalistsSpec
 from autotune.sweep.options import SweepOptions
@@ -62,17 +63,25 @@ def finalist_sources(records: StudyRecords, spec: FinalistsSpec) -> list[TrialRe
     """The best ranked search trials (finalists left out) that ``spec``'s overrides change: the finalists' sources.
 
     Without a compile mode of its own, the stage passes over eager configurations: Inductor
-    options would change nothing there.
+    options would change nothing there. It passes over a configuration whose finalist would compile the graph of a
+    better one's too (they differ only in graph-neutral knobs, :func:`autotune.search.costmodel.graph_key`: the
+    fused optimizer, cuDNN's flags, the data path): the options would make the same kernels for both, and what tells
+    the two apart the search measured already. On an H100 both of ResNet-50's finalists were such twins (cuDNN's
+    benchmark on and off): the second's 66 s, after the first's 294 s, measured the first again.
     """
     overrides = spec.knob_overrides()
-    sources = []
+    sources: list[TrialRecord] = []
+    graphs: set[str | None] = set()
     for record in records.ranked:
         if record.finalist_of is not None:
             continue
         if "compile_mode" not in overrides and record.params.get("compile_mode", "none") == "none":
             continue
-        if {**record.params, **overrides} != record.params:
+        changed = {**record.params, **overrides}
+        graph = graph_key(changed)
+        if changed != record.params and (graph is None or graph not in graphs):
             sources.append(record)
+            graphs.add(graph)
     return sources[: spec.top]
 
 

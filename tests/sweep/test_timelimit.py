@@ -21,7 +21,7 @@ from autotune.space import load_space
 from autotune.space.settings import FinalistsSpec
 from autotune.sweep import Sweep, SweepOptions, run_sweep
 from autotune.sweep.setup import trial_budget
-from autotune.sweep.timelimit import TimeLimit, finalist_estimate
+from autotune.sweep.timelimit import TimeLimit, finalist_estimate, finalist_sources
 from autotune.trial.compilecache import study_cache_dir
 from autotune.views.progress import Progress
 
@@ -30,10 +30,17 @@ INFO = make_info()
 
 
 def add(
-    study: optuna.Study, mode: str, seconds: float, compile_s: float, value: float, finalist_of: int | None = None
+    study: optuna.Study,
+    mode: str,
+    seconds: float,
+    compile_s: float,
+    value: float,
+    finalist_of: int | None = None,
+    **knobs: object,
 ) -> int:
-    """A measured trial that lasted ``seconds``, ``compile_s`` of them compiling (under ``mode``)."""
-    params = {"compile_mode": mode, "batch_size": len(study.trials) + 1}
+    """A measured trial that lasted ``seconds``, ``compile_s`` of them compiling (under ``mode``); a batch size of
+    its own unless ``knobs`` say otherwise."""
+    params = {"compile_mode": mode, "batch_size": len(study.trials) + 1, **knobs}
     result = TrialResult(Status.OK, None, params, {"throughput": value, "compile_s": compile_s})
     attrs = trial_attrs(result)
     if finalist_of is not None:
@@ -218,3 +225,13 @@ def test_every_run_of_a_study_compiles_from_its_cache(tmp_path: Path, monkeypatc
     # the sampler draws the batch sizes, so whether it does varies)
     assert len(specs) - len(finalist) == 4 + 4 and len(finalist) in (1, 3)
     assert {spec.compile_cache_dir for spec in specs} == {str(study_cache_dir(storage, "space"))}
+
+
+def test_finalists_are_the_best_configurations_of_distinct_graphs() -> None:
+    study = make_study(None, INFO)
+    add(study, "none", seconds=5.0, compile_s=0.0, value=120.0)  # eager: the options would change nothing
+    best = add(study, "default", seconds=50.0, compile_s=25.0, value=110.0, batch_size=64, cudnn_benchmark=True)
+    add(study, "default", seconds=27.0, compile_s=2.0, value=109.0, batch_size=64, cudnn_benchmark=False)  # its twin
+    other = add(study, "reduce-overhead", seconds=50.0, compile_s=25.0, value=100.0, batch_size=64)
+    two = FinalistsSpec(top=2, inductor={"coordinate_descent_tuning": True})
+    assert [record.number for record in finalist_sources(records(study), two)] == [best, other]
