@@ -20,6 +20,7 @@ from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepSummary
 from autotune.views.export import export
 from autotune.views.leaderboard import render, rows
+from autotune.views.text import kernel_never_run_warning
 
 __all__ = ["summarize", "summary_text", "winner_attr"]
 
@@ -146,10 +147,7 @@ def summary_text(summary: SweepSummary, storage: str) -> str:
     if summary.to_within_2pct is not None:
         seconds, trials = summary.to_within_2pct
         lines.append(f"within 2% of the winner after {seconds / 60:.1f} min of trial time ({trials} measured trials)")
-    lines += [
-        f"WARNING: listed kernel {path} never ran in any finished trial (is it the one the model calls?)"
-        for path in summary.kernels_never_run
-    ]
+    lines += [kernel_never_run_warning(path) for path in summary.kernels_never_run]
     store = "" if storage == DEFAULT_STORAGE else f" --storage '{redact_url(storage)}'"
     lines += ["", summary.leaderboard]
     if storage != "memory":  # an in-memory study is gone when the sweep ends

@@ -19,7 +19,7 @@ from autotune.errors import AutotuneError
 from autotune.records import StudyInfo, StudyRecords, Tally, TrialRecord, schema
 from autotune.storage.rdb import is_dead_local_worker
 from autotune.views.progress import format_duration, winner_text
-from autotune.views.text import format_params
+from autotune.views.text import format_params, kernel_never_run_warning
 
 __all__ = ["SweepStatus", "sweep_status"]
 
@@ -50,6 +50,7 @@ class SweepStatus:
     warm_start: dict[str, Any] | None = None  # the study's autotune.warm_start: where the sampler started from
     time_line: str | None = None  # where the trial time went, as the summary says it
     finished_over: int | None = None  # measured trials when a sweep's finishing stages last completed
+    kernels_never_run: tuple[str, ...] = ()  # listed kernels no finished trial launched
 
     def lines(self) -> list[str]:
         budget = f" of {self.budget}" if self.budget else ""
@@ -62,6 +63,7 @@ class SweepStatus:
         ]
         if self.time_line:
             out.append(self.time_line)
+        out.extend(kernel_never_run_warning(path) for path in self.kernels_never_run)
         if self.warm_start:
             w = self.warm_start
             out.append(f"warm start: the sampler started from {w['trials']} trials of study {w['study']!r} (evidence)")
@@ -141,6 +143,7 @@ def sweep_status(study: optuna.Study, info: StudyInfo, now: datetime | None = No
         study.user_attrs.get(schema.STUDY_ATTR_WARM_START),
         records.time().line(),
         _finished_over(study),
+        tuple(records.kernels_never_run()),
     )
 
 

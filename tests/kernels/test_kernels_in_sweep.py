@@ -23,6 +23,7 @@ from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.summary import summary_text
 from autotune.views.export import export
 from autotune.views.progress import Progress
+from autotune.views.status import sweep_status
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
@@ -92,6 +93,10 @@ def test_a_listed_kernel_the_model_never_calls_is_a_warning_in_the_summary_not_i
     assert "never ran" not in said.getvalue()  # one trial that did not launch it is no news
     warning = "WARNING: listed kernel user_kernels:scaled_add never ran in any finished trial (is it the one"
     assert warning in summary_text(summary, options.storage)
+    study = optuna.load_study(study_name="space", storage=options.storage)  # `autotune status` says it too
+    info = schema.load_study_info(study)
+    assert info is not None
+    assert any(line.startswith(warning) for line in sweep_status(study, info).lines())
 
 
 def test_a_kernel_that_does_not_import_is_reported_by_validation(tmp_path: Path) -> None:
