@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
 from autotune.records import StudyInfo, StudyRecords, TrialKind, TrialRecord, schema
 from autotune.results import Status, TrialResult
@@ -94,3 +96,40 @@ def ok_result(throughput: float, peak_mem_gib: float = 10.0, /, **params: Any) -
 
 def failed(status: Status, reason: str, **params: Any) -> TrialResult:
     return TrialResult.failed(status, reason, {"precision": "default", **params})
+
+
+def add_timed(
+    study: optuna.Study,
+    mode: str,
+    seconds: float,
+    compile_s: float,
+    value: float,
+    finalist_of: int | None = None,
+    **knobs: object,
+) -> int:
+    """A measured trial that lasted ``seconds``, ``compile_s`` of them compiling (under ``mode``); a batch size of
+    its own unless ``knobs`` say otherwise."""
+    params = {"compile_mode": mode, "batch_size": len(study.trials) + 1, **knobs}
+    result = TrialResult(Status.OK, None, params, {"throughput": value, "compile_s": compile_s})
+    attrs = trial_attrs(result)
+    if finalist_of is not None:
+        attrs[schema.ATTR_FINALIST_OF] = finalist_of
+        attrs[schema.ATTR_PARAMS] = {**params, "inductor": "coordinate_descent_tuning=true"}
+    start = datetime(2026, 11, 25, 12, 0, 0)
+    study.add_trial(
+        FrozenTrial(
+            number=0,
+            state=TrialState.COMPLETE,
+            value=None,
+            values=[value],
+            datetime_start=start,
+            datetime_complete=start + timedelta(seconds=seconds),
+            params={},
+            distributions={},
+            user_attrs=attrs,
+            system_attrs={},
+            intermediate_values={},
+            trial_id=0,
+        )
+    )
+    return len(study.trials) - 1

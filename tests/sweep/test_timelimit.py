@@ -5,14 +5,12 @@ run of a configuration, re-measurements and finalists included. Fake executors a
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
-from optuna.trial import FrozenTrial, TrialState
-from recorded_studies import make_info, make_study, trial_attrs
+from recorded_studies import add_timed, make_info, make_study
 
 from autotune.jobspec import Pruning, TrialSpec
 from autotune.records import StudyRecords, schema
@@ -29,50 +27,13 @@ CDT = FinalistsSpec(top=1, inductor={"coordinate_descent_tuning": True})
 INFO = make_info()
 
 
-def add(
-    study: optuna.Study,
-    mode: str,
-    seconds: float,
-    compile_s: float,
-    value: float,
-    finalist_of: int | None = None,
-    **knobs: object,
-) -> int:
-    """A measured trial that lasted ``seconds``, ``compile_s`` of them compiling (under ``mode``); a batch size of
-    its own unless ``knobs`` say otherwise."""
-    params = {"compile_mode": mode, "batch_size": len(study.trials) + 1, **knobs}
-    result = TrialResult(Status.OK, None, params, {"throughput": value, "compile_s": compile_s})
-    attrs = trial_attrs(result)
-    if finalist_of is not None:
-        attrs[schema.ATTR_FINALIST_OF] = finalist_of
-        attrs[schema.ATTR_PARAMS] = {**params, "inductor": "coordinate_descent_tuning=true"}
-    start = datetime(2026, 11, 25, 12, 0, 0)
-    study.add_trial(
-        FrozenTrial(
-            number=0,
-            state=TrialState.COMPLETE,
-            value=None,
-            values=[value],
-            datetime_start=start,
-            datetime_complete=start + timedelta(seconds=seconds),
-            params={},
-            distributions={},
-            user_attrs=attrs,
-            system_attrs={},
-            intermediate_values={},
-            trial_id=0,
-        )
-    )
-    return len(study.trials) - 1
-
-
 def records(study: optuna.Study) -> StudyRecords:
     return StudyRecords.read(study, INFO)
 
 
 def test_a_finalist_needs_its_measuring_its_options_compile_and_its_remeasurements() -> None:
     study = make_study(None, INFO)
-    source = add(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
+    source = add_timed(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
     found = records(study)
     estimate = finalist_estimate(found.trial(source), CDT, found, remeasure_runs=3)
     # 25 s measuring + 25 s x 6 compiling; each re-measurement 25 s + a tenth of that compile, from the cache.
@@ -84,10 +45,10 @@ def test_a_finalist_needs_its_measuring_its_options_compile_and_its_remeasuremen
 
 def test_the_studys_own_finalist_and_cold_compiles_set_the_estimate() -> None:
     study = make_study(None, INFO)
-    source = add(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
-    cached = add(study, "default", seconds=27.0, compile_s=2.0, value=99.0)  # compiled from the study's cache
-    add(study, "default", seconds=40.0, compile_s=100.0 / 4, value=90.0)
-    add(study, "default", seconds=125.0, compile_s=100.0, value=101.0, finalist_of=source)  # 4x its source
+    source = add_timed(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
+    cached = add_timed(study, "default", seconds=27.0, compile_s=2.0, value=99.0)  # compiled from the study's cache
+    add_timed(study, "default", seconds=40.0, compile_s=100.0 / 4, value=90.0)
+    add_timed(study, "default", seconds=125.0, compile_s=100.0, value=101.0, finalist_of=source)  # 4x its source
     found = records(study)
     estimate = finalist_estimate(found.trial(cached), CDT, found)
     # Its graph costs the study's median cold compile (25 s), not its cached 2 s; the options x4, as trial 3 showed.
@@ -114,8 +75,8 @@ finalists: {{top: 1, inductor: {{coordinate_descent_tuning: true}}}}
 
 def test_the_search_leaves_the_finishing_stages_their_time(tmp_path: Path) -> None:
     study = make_study(None, INFO)
-    add(study, "none", seconds=10.0, compile_s=0.0, value=50.0)
-    add(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
+    add_timed(study, "none", seconds=10.0, compile_s=0.0, value=50.0)
+    add_timed(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
     found = records(study)
     # Re-measuring the winner twice (2 x 27.5 s), then its finalist: 25 + 150 and 2 re-measurements of 40 s.
     reserve = 2 * 27.5 + 25 + 150 + 2 * 40
@@ -229,9 +190,10 @@ def test_every_run_of_a_study_compiles_from_its_cache(tmp_path: Path, monkeypatc
 
 def test_finalists_are_the_best_configurations_of_distinct_graphs() -> None:
     study = make_study(None, INFO)
-    add(study, "none", seconds=5.0, compile_s=0.0, value=120.0)  # eager: the options would change nothing
-    best = add(study, "default", seconds=50.0, compile_s=25.0, value=110.0, batch_size=64, cudnn_benchmark=True)
-    add(study, "default", seconds=27.0, compile_s=2.0, value=109.0, batch_size=64, cudnn_benchmark=False)  # its twin
-    other = add(study, "reduce-overhead", seconds=50.0, compile_s=25.0, value=100.0, batch_size=64)
+    add_timed(study, "none", seconds=5.0, compile_s=0.0, value=120.0)  # eager: the options would change nothing
+    best = add_timed(study, "default", seconds=50.0, compile_s=25.0, value=110.0, batch_size=64, cudnn_benchmark=True)
+    # its twin: the same graph, cuDNN's benchmark off
+    add_timed(study, "default", seconds=27.0, compile_s=2.0, value=109.0, batch_size=64, cudnn_benchmark=False)
+    other = add_timed(study, "reduce-overhead", seconds=50.0, compile_s=25.0, value=100.0, batch_size=64)
     two = FinalistsSpec(top=2, inductor={"coordinate_descent_tuning": True})
     assert [record.number for record in finalist_sources(records(study), two)] == [best, other]
