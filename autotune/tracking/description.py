@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from autotune.labels import trial_run_name
 from autotune.records import StudyRecords, TrialRecord
 from autotune.tracking.ui import artifact_link, runs_link
+from autotune.views.text import kernel_never_run_warning
 
 __all__ = ["SweepFacts", "ended", "finished", "running"]
 
@@ -52,7 +53,8 @@ def finished(facts: SweepFacts) -> str:
     """The description once the sweep has ended; the links come second, above MLflow's "Show more" fold."""
     links = [f"**Report:** [{page}]({artifact_link(facts.experiment_id, facts.run_id, page)})" for page in facts.pages]
     links.append(f"**Leaderboard:** [{_VIEW_LABEL}]({runs_link(facts.experiment_id)})")
-    parts = [_winner(facts.records), " · ".join(links), _trial_counts(facts.records), _export(facts)]
+    warnings = "  \n".join(kernel_never_run_warning(path) for path in facts.records.kernels_never_run())
+    parts = [_winner(facts.records), " · ".join(links), _trial_counts(facts.records), warnings, _export(facts)]
     return "\n\n".join(part for part in parts if part)
 
 

@@ -21,6 +21,7 @@ from autotune.records import StudyRecords, schema
 from autotune.space import SpaceError, load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.summary import summary_text
+from autotune.tracking.description import SweepFacts, finished
 from autotune.views.export import export
 from autotune.views.progress import Progress
 from autotune.views.status import sweep_status
@@ -97,6 +98,8 @@ def test_a_listed_kernel_the_model_never_calls_is_a_warning_in_the_summary_not_i
     info = schema.load_study_info(study)
     assert info is not None
     assert any(line.startswith(warning) for line in sweep_status(study, info).lines())
+    records = StudyRecords.read(study, info)  # and the MLflow sweep run's description
+    assert warning in finished(SweepFacts("space", "1", "parent", records))
 
 
 def test_a_kernel_that_does_not_import_is_reported_by_validation(tmp_path: Path) -> None:
