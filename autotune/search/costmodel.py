@@ -43,6 +43,7 @@ __all__ = [
     "TrialCost",
     "compiles",
     "graph_key",
+    "pays_one_off_work",
 ]
 
 GRAPH_NEUTRAL_KNOBS = frozenset(
@@ -74,6 +75,12 @@ COST_PRIOR_SD = 0.5
 def compiles(params: Mapping[str, Any]) -> bool:
     """Whether the configuration runs under ``torch.compile``."""
     return params.get("compile_mode", "none") not in (None, "none")
+
+
+def pays_one_off_work(params: Mapping[str, Any]) -> bool:
+    """Whether the first steps of ``params`` do work a trial's eager probe skips: a compile, or cuDNN's algorithm
+    search (:mod:`autotune.trial.eagerprobe`)."""
+    return compiles(params) or params.get("cudnn_benchmark") is True
 
 
 def graph_key(params: Mapping[str, Any]) -> str | None:

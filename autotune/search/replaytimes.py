@@ -8,8 +8,9 @@ in seconds:
 - ``compile_s``: the compile in it (0 for an eager configuration);
 - ``cached_compile_s``: its compile when the study had compiled the same graph before
   (:func:`autotune.search.costmodel.graph_key`: a study's trials share one compile cache); default ``compile_s``;
-- ``probe_s``: for a compiled configuration, the seconds until its eager twin's throughput
-  (``eager_probe_throughput``, :mod:`autotune.trial.eagerprobe`) is known: where a trial pruned before compiling stops;
+- ``probe_s``: for a compiled configuration (or an eager one with cuDNN's algorithm search), the seconds until its
+  eager twin's throughput (``eager_probe_throughput``, :mod:`autotune.trial.eagerprobe`) is known: where a trial
+  pruned before compiling (or before the search) stops; an eager record without it is never pruned that way;
 - ``window_s``: the timed window, which a trial pruned after its warm-up skips.
 
 :class:`TimedReplay` answers as the sweep's trial job would: the compile is the cached one where the study
@@ -32,7 +33,7 @@ from typing import Any, TypeGuard
 from autotune.jobspec import Pruning
 from autotune.records.trial import REPLAYED_DURATION
 from autotune.results import Status, TrialResult
-from autotune.search.costmodel import graph_key
+from autotune.search.costmodel import graph_key, pays_one_off_work
 from autotune.search.replay import ReplayRecords
 
 __all__ = ["TIME_FIELDS", "TimedReplay"]
@@ -82,16 +83,21 @@ class TimedReplay:
     def _pruned_before_compile(
         self, params: Mapping[str, Any], record: Mapping[str, Any], metrics: Mapping[str, Any], pruning: Pruning | None
     ) -> TrialResult | None:
-        """Pruned before compiling, as the trial job decides it (:mod:`autotune.trial.eagerprobe`)."""
+        """Pruned before compiling (or before cuDNN's search), as the trial job decides it
+        (:mod:`autotune.trial.eagerprobe`); an eager record only where it says what its probe cost (``probe_s``)."""
         eager = metrics.get("eager_probe_throughput")
-        if graph_key(params) is None or pruning is None or pruning.below is None or pruning.compile_gain is None:
+        if not pays_one_off_work(params) or pruning is None or pruning.below is None or pruning.compile_gain is None:
             return None
+        compiled = graph_key(params) is not None
         if not _number(eager) or eager * pruning.compile_gain >= pruning.below:
             return None
+        if not compiled and not _number(record.get("probe_s")):
+            return None
         reachable = eager * pruning.compile_gain
+        before = "compiling" if compiled else "cuDNN's algorithm search"
         reason = (
-            f"before compiling: eager {eager:,.4g} x {pruning.compile_gain:.2f} (the most compiling gained in this "
-            f"study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}{_basis(pruning)}"
+            f"before {before}: eager {eager:,.4g} x {pruning.compile_gain:.2f} (the most compiling or cuDNN's search "
+            f"gained in this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}{_basis(pruning)}"
         )
         early = {
             "throughput": reachable,

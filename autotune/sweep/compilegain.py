@@ -11,7 +11,7 @@ cuDNN's algorithm search (``cudnn_benchmark=true``) is one-off work of the same 
 steps of ResNet-50 in fp32, channels_last, batch 512 searched for 160 s before the trial was pruned at a sixth
 of the best. The probe runs without it (cuDNN picks by its heuristics), so an eager configuration that asks for
 the search is probed too, and what the search gained counts as evidence beside what compiling gained: one
-bound for the first steps' one-off work, whichever it is (:func:`pays_one_off_work`).
+bound for the first steps' one-off work, whichever it is (:func:`autotune.search.costmodel.pays_one_off_work`).
 
 The gains of every compile mode are pooled: a sweep compiles a few dozen times, and a bound per mode
 would wait for evidence until the sweep is half over. The margin covers what pooling can miss (CUDA
@@ -29,19 +29,15 @@ from typing import Any
 
 from autotune.jobspec import Pruning
 from autotune.results import Status, TrialResult
+from autotune.search.costmodel import pays_one_off_work
 from autotune.sweep.context import SweepContext
 
-__all__ = ["GAIN_MARGIN", "MIN_EVIDENCE", "compile_gain_bound", "pays_one_off_work", "pruning_for"]
+__all__ = ["GAIN_MARGIN", "MIN_EVIDENCE", "compile_gain_bound", "pruning_for"]
 
 # A configuration's gain can exceed every one seen so far (a smaller batch, where launches dominate,
 # gains more); the margin keeps the bound above that, and only clearly hopeless ones go unmeasured.
 GAIN_MARGIN = 1.5
 MIN_EVIDENCE = 2  # probed trials with their measured figure before the bound is trusted
-
-
-def pays_one_off_work(params: dict[str, Any]) -> bool:
-    """Whether the first steps of ``params`` do work its probe skips: a compile, or cuDNN's algorithm search."""
-    return params.get("compile_mode", "none") != "none" or params.get("cudnn_benchmark") is True
 
 
 def compile_gain_bound(params: dict[str, Any], results: Iterable[TrialResult]) -> float | None:

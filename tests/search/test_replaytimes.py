@@ -93,6 +93,20 @@ def test_pruned_before_compiling_costs_the_probe(replay: TimedReplay) -> None:
     assert replay.answer({"compile_mode": "default", "fused_optimizer": True}).metrics["compile_s"] == 30.0
 
 
+def test_an_eager_record_with_a_probe_is_pruned_before_cudnn_search_at_the_probe_s_cost(tmp_path: Path) -> None:
+    searched = {"params": {"compile_mode": "none", "cudnn_benchmark": True}, "status": "ok", "throughput": 90.0}
+    timed = {**searched, "duration_s": 160.0, "eager_probe_throughput": 80.0, "window_s": 3.0}
+    path = tmp_path / "searched.json"
+    path.write_text(json.dumps([{**timed, "probe_s": 2.0}]))
+    result = TimedReplay(ReplayRecords.load(path)).answer(searched["params"], Pruning(140.0, 1.5))
+    assert result.status is Status.PRUNED and result.reason is not None
+    assert result.reason.startswith("before cuDNN's algorithm search: eager 80 x 1.50")
+    assert result.metrics["duration_s"] == 2.0
+    path.write_text(json.dumps([timed]))  # without probe_s: what its probe cost is unknown, so it runs its warm-up
+    result = TimedReplay(ReplayRecords.load(path)).answer(searched["params"], Pruning(140.0, 1.5))
+    assert result.status is Status.PRUNED and result.reason is not None and result.reason.startswith("warm-up ")
+
+
 def test_pruned_after_warm_up_skips_the_timed_window(replay: TimedReplay) -> None:
     result = replay.answer({"compile_mode": "default", "fused_optimizer": False}, Pruning(200.0, 3.0))
     assert result.status is Status.PRUNED
