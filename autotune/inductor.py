@@ -63,20 +63,15 @@ def cache_workarounds(options: Mapping[str, Any], torch_version: str | None = No
     (:func:`autotune.knobs.compile_arguments`), so what it measured is what ships.
     """
     import torch  # the version, and below Inductor's config: only knobs with Inductor options ask
+    from torch.torch_version import TorchVersion
 
     if not options.get("coordinate_descent_tuning") or "use_static_cuda_launcher" in options:
         return {}
-    if _release(torch_version or torch.__version__) >= (2, 12):
+    if TorchVersion(torch_version or torch.__version__) >= "2.12":
         return {}
     from torch._inductor import config
 
     return {"use_static_cuda_launcher": False} if "use_static_cuda_launcher" in config.get_config_copy() else {}
-
-
-def _release(version: str) -> tuple[int, int]:
-    """``(major, minor)`` of a torch version: ``2.11.0+cu130`` -> ``(2, 11)``."""
-    major, minor = version.split("+")[0].split(".")[:2]
-    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
 def problems(options: Mapping[Any, Any]) -> list[tuple[str, str]]:
