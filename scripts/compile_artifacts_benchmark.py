@@ -1,7 +1,7 @@
 """A production start, with and without a tuned config's compile artifacts: fresh processes, empty compile caches.
 
     # a config exported after a sweep (beside it: tuned.compile-artifacts.bin)
-    python scripts/compile_artifacts_benchmark.py tuned.yaml [--steps 3] [--repeats 1] [--warm] [--json]
+    python scripts/compile_artifacts_benchmark.py tuned.yaml [--steps 3] [--repeats 1] [--with-first] [--warm] [--json]
     # or one configuration, captured first by one trial on this machine (GPT-2, issue 19's GPU goal):
     python scripts/compile_artifacts_benchmark.py --workload gpt2 --preset full \\
         -p precision=bf16 -p compile_mode=default -p fused_optimizer=true -p batch_size=32
@@ -185,6 +185,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="first steps timed (compile included)")
     parser.add_argument("--steady", type=int, default=5, help="steps after them, for the steady step time")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each, alternating")
+    parser.add_argument(
+        "--with-first", action="store_true", help="run 'with' before 'without' (a slow 'without' may be cut off)"
+    )
     parser.add_argument("--warm", action="store_true", help="also a run reusing the 'with' run's cache folders")
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -203,9 +206,14 @@ def main() -> None:
             tuned = args.tuned.resolve()
         plain = without_artifacts(tuned, folder)
         runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
+        order = ("with", "without") if args.with_first else ("without", "with")
         for repeat in range(args.repeats):
-            runs["without"].append(measure(plain, folder / f"caches-without-{repeat}", args.steps, args.steady))
-            runs["with"].append(measure(tuned, folder / f"caches-with-{repeat}", args.steps, args.steady))
+            for label in order:
+                run = measure(
+                    tuned if label == "with" else plain, folder / f"caches-{label}-{repeat}", args.steps, args.steady
+                )
+                print(f"{label}: {json.dumps(run)}", file=sys.stderr, flush=True)  # a cut-off benchmark keeps it
+                runs[label].append(run)
         if args.warm:
             runs["warm"] = [measure(tuned, folder / "caches-with-0", args.steps, args.steady)]
         print(json.dumps(runs, indent=2) if args.json else "\n".join(report(runs, args.steps)))
