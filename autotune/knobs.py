@@ -355,6 +355,8 @@ def apply(
     if cudagraphs and device_type != "cuda":
         noops.append("cudagraphs")  # CUDA graphs need a GPU; inductor runs without them here
         cudagraphs = False
+    if compiles:
+        compile_backward_with_forward()
     blocks = regional.find_blocks(model) if compiles and knobs.compile_scope == "blocks" else None
     if blocks is not None and not blocks:
         noops.append("compile_scope")  # no repeated blocks: the whole model is compiled, as compile_scope=model
@@ -368,6 +370,21 @@ def apply(
     scaler = torch.amp.GradScaler(device_type) if knobs.precision == "fp16" else None
     ctx = StepContext(device_type, dtype, channels_last, cudagraphs, scaler, noops, optimizer, blocks)
     return model, ctx
+
+
+def compile_backward_with_forward() -> None:
+    """Have AOTAutograd compile a training graph's backward with its forward, not at the first backward.
+
+    The compile is the same work, done a moment earlier (a training step runs the backward anyway); what changes
+    is that a graph compiled ahead of its trial without running (:mod:`autotune.trial.ahead`) has its backward in
+    the cache too, and the setting is part of AOTAutograd's cache key, so the trial and production, which both
+    come through here, look up the entries the compile ahead wrote. Process-wide, like the backend flags; a torch
+    without the setting keeps its own behaviour.
+    """
+    from torch._functorch import config as functorch_config
+
+    if hasattr(functorch_config, "force_non_lazy_backward_lowering"):
+        functorch_config.force_non_lazy_backward_lowering = True
 
 
 def compile_arguments(knobs: Knobs) -> dict[str, Any]:

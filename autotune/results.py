@@ -7,7 +7,14 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["COMPILE_PHASE_METRICS", "INPUT_BOUND_WAIT_FRAC", "Status", "TrialResult"]
+__all__ = [
+    "AHEAD_METRIC",
+    "AHEAD_WAIT_METRIC",
+    "COMPILE_PHASE_METRICS",
+    "INPUT_BOUND_WAIT_FRAC",
+    "Status",
+    "TrialResult",
+]
 
 # A trial that spends more than this share of its step time waiting for input is input-bound: its
 # throughput says more about the data path than about the model's knobs.
@@ -16,6 +23,11 @@ INPUT_BOUND_WAIT_FRAC = 0.1
 # A compiled trial's compile by the compiler's own clocks (autotune.trial.compilephases says what each is): the
 # compiler's wall time, the part in Inductor, and within the compile the wait for kernel builds, in seconds.
 COMPILE_PHASE_METRICS = ("compile_wall_s", "compile_inductor_s", "compile_kernel_wait_s")
+# A trial whose graph the sweep compiled ahead of it, on the CPU while other trials were measured
+# (autotune.sweep.ahead): how long that compile took, and how long the trial waited for it to end (part of its
+# compile_s: the GPU sat idle meanwhile).
+AHEAD_METRIC = "compiled_ahead_s"
+AHEAD_WAIT_METRIC = "compile_ahead_wait_s"
 
 
 class Status(StrEnum):

@@ -24,7 +24,7 @@ from typing import Any
 from autotune.jobspec import TrialSpec
 from autotune.results import Status, TrialResult
 
-__all__ = ["ChildOutcome", "TrialRunner"]
+__all__ = ["ChildOutcome", "Running", "TrialRunner"]
 
 # Modules the forkserver imports once, so each trial process starts with them loaded. torch._dynamo
 # is imported by every optimizer's constructor (1.6-1.8 s). None of these starts a thread or touches
@@ -77,6 +77,12 @@ def _run_trial(spec: TrialSpec, requested_at: float) -> dict[str, Any]:
     return run_trial(spec, requested_at).to_dict()
 
 
+def _compile_ahead(spec: TrialSpec) -> dict[str, Any]:
+    from autotune.trial.ahead import compile_ahead  # in the child, as the trial job is
+
+    return compile_ahead(spec)
+
+
 def _describe_exit(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         with contextlib.suppress(ValueError):
@@ -110,54 +116,96 @@ class TrialRunner:
             return TrialResult.failed(Status.CRASH, f"trial process {outcome.failure}", spec.params)
         return TrialResult.from_dict(outcome.value)
 
+    def compile_ahead(self, spec: TrialSpec) -> Running:
+        """Start compiling ``spec``'s graphs into its compile cache without running them
+        (:mod:`autotune.trial.ahead`); the outcome's value is that job's answer."""
+        return self.start(_compile_ahead, (spec,))
+
     def call(self, target: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> ChildOutcome:
         """``target(*args)`` in a new process forked from the torch-preloaded server, killed after ``timeout_s``.
 
         ``target`` and its value must pickle. An exception here (an interrupt: Ctrl-C, SIGTERM) kills
         the process and everything it started before it propagates.
         """
-        deadline = time.time() + timeout_s
+        return self.start(target, args).wait(timeout_s)
+
+    def start(self, target: Callable[..., Any], args: tuple[Any, ...]) -> Running:
+        """``target(*args)`` in a new process, as :meth:`call` runs it, without waiting: the caller waits or kills."""
         receiver, sender = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(target=_child_main, args=(target, args, sender), name="autotune-trial")
         try:
             process.start()
-            sender.close()  # only the child writes; EOF on the pipe then means the child is gone
-            data = self._receive(receiver, deadline)
         except BaseException:
-            self._kill(process)  # before the pipe closes: a child never finds its reader gone
+            receiver.close()
+            _kill(process)
             raise
         finally:
-            receiver.close()
-        if data is _TIMEOUT:
-            self._kill(process)
-            return ChildOutcome(timed_out=True)
-        process.join(_GRACE_S)
-        self._kill(process)  # leftovers (compile workers) and a child stuck in exit
-        if data is _NOTHING:
-            return ChildOutcome(failure=_describe_exit(process.exitcode))
-        return ChildOutcome(value=data)
+            sender.close()  # only the child writes; EOF on the pipe then means the child is gone
+        return Running(process, receiver)
 
-    @staticmethod
-    def _receive(receiver: Connection, deadline: float) -> Any:
-        """The child's value, _NOTHING if it died without one, or _TIMEOUT."""
-        remaining = deadline - time.time()
-        if remaining <= 0 or not receiver.poll(remaining):
-            return _TIMEOUT
+
+class Running:
+    """A call started by :meth:`TrialRunner.start`: wait for its outcome, or kill it."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess, receiver: Connection) -> None:
+        self._process = process
+        self._receiver = receiver
+        self.outcome: ChildOutcome | None = None  # set once it has ended (waited for, or killed)
+
+    def ready(self) -> bool:
+        """Whether its value (or its death) is there to take without waiting."""
+        return self.outcome is not None or self._receiver.poll(0)
+
+    def wait(self, timeout_s: float) -> ChildOutcome:
+        """Its outcome; after ``timeout_s`` the process is killed and the outcome says it timed out. An exception
+        while waiting (an interrupt) kills the process before it propagates."""
+        if self.outcome is not None:
+            return self.outcome
         try:
-            return receiver.recv()
-        except EOFError:
-            return _NOTHING
+            data = _receive(self._receiver, time.time() + timeout_s)
+        except BaseException:
+            self.kill()  # before the pipe closes: a child never finds its reader gone
+            raise
+        if data is _TIMEOUT:
+            self.kill()
+            self.outcome = ChildOutcome(timed_out=True)
+            return self.outcome
+        self._process.join(_GRACE_S)
+        self._close()  # leftovers (compile workers) and a child stuck in exit
+        failure = _describe_exit(self._process.exitcode) if data is _NOTHING else None
+        self.outcome = ChildOutcome(value=None if data is _NOTHING else data, failure=failure)
+        return self.outcome
 
-    @staticmethod
-    def _kill(process: multiprocessing.process.BaseProcess) -> None:
-        """SIGKILL the trial's process group, then reap the trial process (if it was started at all)."""
-        if process.pid is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        if process.is_alive():  # killed before it could call setsid()
-            process.kill()
-        process.join()
+    def kill(self) -> None:
+        """Kill it and everything it started (no outcome to take afterwards: it reads as killed)."""
+        if self.outcome is None:
+            self.outcome = ChildOutcome(failure="killed")
+        self._close()
+
+    def _close(self) -> None:
+        _kill(self._process)
+        self._receiver.close()
+
+
+def _receive(receiver: Connection, deadline: float) -> Any:
+    """The child's value, _NOTHING if it died without one, or _TIMEOUT."""
+    if not receiver.poll(max(0.0, deadline - time.time())):  # at the deadline, what has arrived is still taken
+        return _TIMEOUT
+    try:
+        return receiver.recv()
+    except EOFError:
+        return _NOTHING
+
+
+def _kill(process: multiprocessing.process.BaseProcess) -> None:
+    """SIGKILL the trial's process group, then reap the trial process (if it was started at all)."""
+    if process.pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    if process.is_alive():  # killed before it could call setsid()
+        process.kill()
+    process.join()
 
 
 _TIMEOUT: Any = object()

@@ -1,0 +1,149 @@
+"""Compile a configuration's graphs ahead of its trial, into the study's compile cache, without running them.
+
+A sweep on one GPU is compile-bound: on an H100 a fresh ResNet-50 graph took 33-42 s to compile for 10 s of
+measuring, and the GPU waited all that time while 15 of the host's 16 cores sat idle. A compile needs the CPU,
+not the GPU: Dynamo and AOTAutograd trace with fake tensors, Inductor generates and builds its kernels in worker
+processes. So while one trial is measured, the sweep has this job compile the graphs of a configuration it
+expects to measure soon (:mod:`autotune.sweep.ahead`), into the study's Inductor and Triton folders; when that
+configuration's trial comes, its compile is a cache hit (a tiny MLP on a 2-core CPU: 31.7 s fresh, 2.7 s after
+compiling ahead).
+
+The job builds the workload and applies the knobs with the trial's own code (:func:`autotune.knobs.apply`), so
+the graphs and Inductor's options are the trial's. Only the compiler differs: :class:`CompileOnly` hands each
+graph to the very Inductor backend ``torch.compile`` would build, then returns a function that raises
+:class:`CompiledAhead` instead of running: nothing executes on the GPU and no activation memory is taken (the
+job holds the CUDA context, the model's parameters and one batch). The backward is compiled with the forward
+(:func:`autotune.knobs.compile_backward_with_forward`), as the trial and production compile it, so both graphs
+land in the cache under the keys the trial will look up. A model with graph breaks is compiled up to its first
+graph; the trial compiles the rest. Kernels that Inductor benchmarks at their first launch (and CUDA graph capture,
+cuDNN's search) are the trial's: they need the GPU.
+
+The job runs at low CPU priority with half the host's cores for Inductor's kernel builds, so the trial being
+measured meanwhile keeps its cores; and it gives up, before it builds the model and after, where less than
+:data:`MIN_FREE_SHARE` of the GPU's memory is free, so that it never takes memory a trial needs (a model whose
+weights fill the GPU is not compiled ahead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autotune import knobs as knobs_mod
+from autotune import workloads
+from autotune.errors import AutotuneError
+from autotune.jobspec import TrialSpec
+from autotune.kernels.pinning import TrialPins
+from autotune.trial import compilecache
+from autotune.trial.failures import classify
+from autotune.trial.trainstep import TrainStep, prepare_pair
+from autotune.tuned import artifacts as compileartifacts
+
+__all__ = ["MIN_FREE_SHARE", "NICENESS", "CompileOnly", "CompiledAhead", "compile_ahead"]
+
+NICENESS = 10  # added to the job's CPU niceness: the measured trial (niceness 0) comes first
+# The share of the GPU's memory that must be free, before the model is built and after, for the job to go on: the
+# trial being measured beside it may need the rest (an OOM there would be the configuration's, wrongly).
+MIN_FREE_SHARE = 0.4
+
+
+class CompiledAhead(Exception):
+    """Raised where a graph compiled ahead would run: its compile is done, and nothing is to execute."""
+
+
+class CompileOnly:
+    """A ``torch.compile`` backend: Inductor as ``torch.compile(mode=..., options=...)`` builds it, but the
+    compiled graph raises :class:`CompiledAhead` instead of running."""
+
+    def __init__(self, mode: str | None = None, options: dict[str, Any] | None = None) -> None:
+        self.inductor = torch._TorchCompileInductorWrapper(mode, options, None)
+        self.compiler_name = "inductor"
+        self.graphs = 0
+
+    def __call__(self, graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        self.inductor(graph, example_inputs)
+        self.graphs += 1
+
+        def compiled_ahead(*_args: Any, **_kwargs: Any) -> Any:
+            raise CompiledAhead
+
+        return compiled_ahead
+
+    def get_compiler_config(self) -> dict[str, Any]:
+        return self.inductor.get_compiler_config()
+
+    def reset(self) -> None:
+        self.inductor.reset()
+
+
+def compile_ahead(spec: TrialSpec) -> dict[str, Any]:
+    """Compile ``spec``'s graphs into its ``compile_cache_dir``; never raises.
+
+    Returns ``{"ok": True, "seconds": ..., "graphs": N}``, or ``{"ok": False, "seconds": ..., "reason": ...}``
+    (the trial then compiles as it would have: nothing is lost but the idle CPU's time).
+    """
+    started = time.perf_counter()
+    try:
+        graphs = _compile(spec)
+    except Exception as exc:  # a failure here is the trial's to meet and classify, with the GPU to run it
+        _, reason = classify(exc)
+        return {"ok": False, "seconds": time.perf_counter() - started, "reason": reason}
+    if not graphs:
+        return {"ok": False, "seconds": time.perf_counter() - started, "reason": "no graph was compiled"}
+    return {"ok": True, "seconds": time.perf_counter() - started, "graphs": graphs}
+
+
+def _check_free_memory(device: torch.device) -> None:
+    """Give way to the trial being measured when the GPU's memory runs short (see :data:`MIN_FREE_SHARE`)."""
+    if device.type != "cuda":
+        return
+    free, total = torch.cuda.mem_get_info(device)
+    if free < MIN_FREE_SHARE * total:
+        raise AutotuneError(
+            f"only {free / 2**30:.1f} of the GPU's {total / 2**30:.1f} GiB are free: the trial measured beside it"
+            " may need them"
+        )
+
+
+def _compile(spec: TrialSpec) -> int:
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
+    from autotune.trial.job import resolve_device, split_params  # the trial job's own checks and split
+
+    device = resolve_device(spec.device)
+    compileartifacts.stable_cache_keys()  # the cache keys the trial computes (it makes them stable the same way)
+    if spec.compile_cache_dir is not None:
+        autocast = knobs_mod.AUTOCAST_DTYPES.get(str(spec.params.get("precision", "default")))
+        compilecache.use(spec.compile_cache_dir, autocast)
+    pins = TrialPins.pin_all(spec.kernels, spec.params)
+    build = workloads.resolve(spec.workload)
+    plain = {name: value for name, value in spec.params.items() if name not in pins.params}
+    knob_params, workload_params = split_params(plain, build)
+    knobs = knobs_mod.Knobs.from_params(knob_params)
+    if knobs.compile_mode == "none":
+        raise AutotuneError("an eager configuration has no graph to compile")
+    _check_free_memory(device)
+    torch.manual_seed(spec.seed)
+    workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)
+    _check_free_memory(device)
+    if not isinstance(workload, workloads.Workload) or workload.make_batch is None:
+        raise AutotuneError("only a training workload that makes its batches on the device is compiled ahead")
+    batch = workload.make_batch(knobs.batch_size or workload.default_batch_size, device)
+    workload.model.train()
+    optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)  # the trial's optimizer (not stepped)
+    backend = CompileOnly(**knobs_mod.compile_arguments(knobs))
+
+    def compile_only(model: Any, **_arguments: Any) -> Any:
+        return torch.compile(model, backend=backend)
+
+    model, ctx = knobs_mod.apply(workload.model, optimizer, knobs, device.type, compile_fn=compile_only)
+    laid_out = prepare_pair(ctx, batch)
+    with contextlib.suppress(CompiledAhead):
+        TrainStep(workload, model, ctx, optimizer, lambda _index: laid_out)(0)
+    return backend.graphs
