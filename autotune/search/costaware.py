@@ -30,7 +30,7 @@ The defaults were chosen on the modelled GPT-2 records and judged on the modelle
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.records import TrialRecord, schema
 from autotune.records.trial import finite, read_trial
+from autotune.results import AHEAD_METRIC
 from autotune.search.costmodel import COST_PRIOR_SD, GRAPH_NEUTRAL_KNOBS, CostModel, TrialCost, graph_key
 from autotune.search.samplers import DeferredWrites, DelegatingSampler, resolve_name
 from autotune.search.surrogate import Encoding, expected_improvement, fit_linear
@@ -115,6 +116,9 @@ class CostAwareSampler(DelegatingSampler):
         self._read: dict[int, tuple[FrozenTrial, TrialRecord]] = {}  # trial id -> (as read, its record)
         self._objectives: tuple[tuple[str, str], ...] | None = None
         self._logs = True
+        # Configurations whose graphs were compiled ahead of their trials (autotune.sweep.ahead), as this sampler
+        # sees them: priced as compiled. Set by the sweep that compiles ahead.
+        self.compiled_ahead: Callable[[], Sequence[Mapping[str, Any]]] = tuple
 
     def reseed_rng(self) -> None:
         self._rng = np.random.default_rng()
@@ -168,6 +172,20 @@ class CostAwareSampler(DelegatingSampler):
             deferred.commit_writes(writes)
         return params
 
+    def score(self, study: Study, configurations: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
+        """Expected improvement per predicted second of each of ``configurations`` (whole configurations, as this
+        sampler sees them), as :meth:`sample_relative` scores its candidates; None while the study says nothing of
+        the gain yet (or cannot be read)."""
+        finished = study._get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED), use_cache=True)
+        space = {n: d for n, d in intersection_search_space(finished, include_pruned=True).items() if not d.single()}
+        history = self._history(study) if space and len(study.directions) == 1 else None
+        if history is None:
+            return None
+        gains, self._logs = _gains(history, self._metric(), study.direction, _evidence(study))
+        if len(gains) < self.min_observations:
+            return None
+        return self.scores(configurations, history, gains, space)
+
     # -- scoring ---------------------------------------------------------------------------------------------
     def scores(
         self,
@@ -187,8 +205,14 @@ class CostAwareSampler(DelegatingSampler):
         best = max(y for _, y, feasible in gains if feasible)
         mean, sd = model.predict(encoding.matrix(configurations))
         improvement = expected_improvement(mean, sd, best)
-        costs = [TrialCost(t.params, record.duration_s, record.compile_s) for t, record in history]
-        cost = CostModel.fit(costs, search_space, use_cache=self.use_cache, prior_sd=self.cost_prior_sd)
+        costs = [
+            TrialCost(t.params, record.duration_s, record.compile_s, finite(record.first_metrics.get(AHEAD_METRIC)))
+            for t, record in history
+        ]
+        ahead = {key for params in self.compiled_ahead() if (key := graph_key(params)) is not None}
+        cost = CostModel.fit(
+            costs, search_space, use_cache=self.use_cache, prior_sd=self.cost_prior_sd, compiled_ahead=ahead
+        )
         seconds = cost.predict(configurations)
         return improvement / np.power(seconds, self.cost_exponent)
 

@@ -11,6 +11,8 @@ and :attr:`TrialRecord.compile_s`, the record model's figures):
 - the compile cache: a study's trials compile into one cache folder (:mod:`autotune.compilecache`), so a
   configuration whose graph the study compiled already (:func:`graph_key`) compiles in a fraction of the
   time: the median of that fraction over the study's own repeats of a graph, else :data:`PRIOR_HIT_FRACTION`.
+  A graph compiled ahead of its trial (:mod:`autotune.sweep.ahead`) is in that folder too: its first trial is
+  a repeat, and the compile ahead (``TrialCost.ahead_s``) is the graph's fresh compile.
 
 Before the study has compiled anything a compile is priced at :data:`PRIOR_COMPILE_S`.
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +102,7 @@ class TrialCost:
     params: Mapping[str, Any]
     duration_s: float
     compile_s: float = 0.0
+    ahead_s: float | None = None  # its graph was compiled ahead of it, in this many seconds (None: it was not)
 
 
 @dataclass
@@ -120,11 +123,13 @@ class CostModel:
         *,
         use_cache: bool = True,
         prior_sd: float = COST_PRIOR_SD,
+        compiled_ahead: Collection[str] = (),
     ) -> CostModel:
         """The model of ``trials`` (the study's measured trials, in the order they ran) over ``distributions``.
 
         ``use_cache=False`` prices every compile as fresh (the benchmark's control: is the cache worth knowing?);
-        ``prior_sd`` is the prior spread of one knob value's effect on the log seconds.
+        ``prior_sd`` is the prior spread of one knob value's effect on the log seconds; ``compiled_ahead``: graph
+        keys compiled ahead that no trial has run yet (in the cache all the same).
         """
         encoding = Encoding(distributions)
         variance = prior_sd**2
@@ -143,6 +148,9 @@ class CostModel:
             key = graph_key(trial.params)
             if key is None or trial.compile_s <= 0:
                 continue  # eager, or pruned before it compiled
+            if key not in first and trial.ahead_s is not None:  # compiled ahead: that was the graph's fresh compile
+                first[key] = trial.ahead_s
+                fresh.append((trial.params, trial.ahead_s))
             if key in first:
                 hits.append(trial.compile_s / first[key])
             else:
@@ -150,9 +158,8 @@ class CostModel:
                 fresh.append((trial.params, trial.compile_s))
         fresh_model = log_fit(fresh) if fresh else None
         fraction = min(1.0, statistics.median(hits)) if hits else PRIOR_HIT_FRACTION
-        return cls(
-            encoding, run, fresh_model, fraction if use_cache else 1.0, frozenset(first) if use_cache else frozenset()
-        )
+        compiled = frozenset(first) | frozenset(compiled_ahead) if use_cache else frozenset()
+        return cls(encoding, run, fresh_model, fraction if use_cache else 1.0, compiled)
 
     def predict(self, configurations: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """Predicted seconds of a trial of each configuration (the exponent of the predicted log seconds, as Snoek

@@ -16,7 +16,7 @@ are not in the storage, the budget, the leaderboard or the export: only the samp
 from __future__ import annotations
 
 import copy
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
@@ -87,7 +87,31 @@ class OrdinalView(DelegatingSampler):
     def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
         self.inner.after_trial(self._view(study), self.convert(trial), state, values)
 
+    # --- what a sweep that compiles ahead asks of a cost-aware sampler (autotune.sweep.ahead) ---------------------
+
+    def score(self, study: Study, configurations: Sequence[Mapping[str, Any]]) -> Any:
+        """The inner sampler's score of each configuration (given and scored as stored: ordinals by value), where it
+        scores configurations (:meth:`autotune.search.costaware.CostAwareSampler.score`); else None."""
+        score = getattr(self.inner, "score", None)
+        return score(self._view(study), [self.encode(c) for c in configurations]) if score is not None else None
+
+    def set_compiled_ahead(self, configurations: Callable[[], Sequence[Mapping[str, Any]]]) -> bool:
+        """Tell the inner sampler which configurations' graphs were compiled ahead (as stored); False where it does
+        not price compiles."""
+        if not hasattr(self.inner, "compiled_ahead"):
+            return False
+        self.inner.compiled_ahead = lambda: [self.encode(c) for c in configurations()]
+        return True
+
     # --- encodings ------------------------------------------------------------------------------
+
+    def encode(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A configuration as stored (ordinals by value) as the sampler sees it: each ordinal its choice's index."""
+        out = dict(params)
+        for name, ordinal in self.ordinals.items():
+            if name in out and out[name] in ordinal.stored.choices:
+                out[name] = int(ordinal.stored.to_internal_repr(out[name]))
+        return out
 
     def _is_stored_ordinal(self, name: str, distribution: BaseDistribution | None) -> bool:
         ordinal = self.ordinals.get(name)

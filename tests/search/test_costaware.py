@@ -169,6 +169,48 @@ def test_the_cost_model_fits_a_small_study() -> None:
     assert unaware.predict([{"batch_size": 16, "compile_mode": "default", "fused_optimizer": True}])[0] > 30.0
 
 
+def test_a_graph_compiled_ahead_is_priced_as_compiled() -> None:
+    """A compile ahead (autotune.sweep.ahead) puts a graph in the cache before any trial runs it: its trials cost a
+    compile from the cache, and the first one's own 3 s are a repeat of the 30 s compile ahead, not a fresh one."""
+    first = {"batch_size": 16, "compile_mode": "default", "fused_optimizer": False}
+    trials = [
+        TrialCost({"batch_size": 16, "compile_mode": "none", "fused_optimizer": False}, 5.0),
+        TrialCost(first, 8.0, 3.0, ahead_s=30.0),
+    ]
+    ahead = {"batch_size": 32, "compile_mode": "default", "fused_optimizer": False}
+    model = CostModel.fit(trials, COMPILE_SPACE, compiled_ahead={graph_key(ahead)})
+    assert model.hit_fraction == pytest.approx(0.1)
+    repeat, compiled_ahead = model.predict([{**first, "fused_optimizer": True}, ahead])
+    assert repeat == pytest.approx(5.0 + 3.0, rel=0.15)
+    assert compiled_ahead == pytest.approx(5.0 + 3.0, rel=0.15)
+    assert CostModel.fit(trials, COMPILE_SPACE).predict([ahead])[0] == pytest.approx(5.0 + 30.0, rel=0.15)
+
+
+def test_a_sweep_that_compiles_ahead_reads_the_scores_and_tells_what_it_compiled() -> None:
+    """What autotune.sweep.ahead asks of the sampler, through the ordinal view (batch sizes stored by value, seen as
+    indices): scores of whole configurations, and the configurations compiled ahead, then priced as compiled."""
+    distributions = {**COMPILE_SPACE, "batch_size": CategoricalDistribution([16, 32])}
+    study = _study(
+        distributions,
+        [
+            ({"batch_size": 16, "compile_mode": "none", "fused_optimizer": False}, 100.0, 5.0),
+            ({"batch_size": 32, "compile_mode": "none", "fused_optimizer": False}, 120.0, 5.0),
+            ({"batch_size": 16, "compile_mode": "default", "fused_optimizer": False}, 150.0, 35.0),
+        ],
+    )
+    view = OrdinalView(CostAwareSampler(optuna.samplers.RandomSampler(seed=0), seed=0), {"batch_size": [16, 32]})
+    fresh = {"batch_size": 32, "compile_mode": "default", "fused_optimizer": False}
+    before = view.score(study, [fresh])
+    assert before is not None and before[0] > 0
+    compiled: list[dict[str, Any]] = []
+    assert view.set_compiled_ahead(lambda: compiled)
+    compiled.append(fresh)
+    after = view.score(study, [fresh])
+    assert after is not None and after[0] > 2 * before[0]  # the same gain for a fraction of the seconds
+    # A sampler that prices no compile takes no part.
+    assert OrdinalView(optuna.samplers.RandomSampler(), {}).score(study, [fresh]) is None
+
+
 def test_before_any_compile_a_compile_is_priced_at_the_prior() -> None:
     trials = [TrialCost({"batch_size": 16, "compile_mode": "none", "fused_optimizer": False}, 5.0)]
     compiled = {"batch_size": 16, "compile_mode": "default", "fused_optimizer": False}
