@@ -169,6 +169,11 @@ def validate(space_file: Path) -> None:
     help="Do not measure, after the default, the configuration an expert would try first on this device.",
 )
 @click.option(
+    "--compile-ahead/--no-compile-ahead",
+    default=None,
+    help="Compile the search's next graphs on the idle CPU while trials run [default: on a GPU, one worker, 8+ cores].",
+)
+@click.option(
     "--gpus",
     metavar="LIST",
     help="One worker per GPU, one study: 0,1,2,3 (nvidia-smi numbering) or all. With --device cpu, CPU workers.",
@@ -193,6 +198,7 @@ def sweep(
     profile: bool,
     warm_start: str | None,
     no_informed_start: bool,
+    compile_ahead: bool | None,
     gpus: str | None,
 ) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
@@ -222,6 +228,7 @@ def sweep(
         gpus=parse_gpus(gpus) if gpus else (),
         warm_start=warm_start,
         informed_start=not no_informed_start,
+        compile_ahead=compile_ahead,
     )
     summary = run_sweep(space, options)
     click.echo(summary_text(summary, storage))

@@ -54,6 +54,10 @@ def figures(study: optuna.Study, search_only: bool = False) -> dict[str, float |
         "winner_value": winner.value if winner and winner.value else float("nan"),
         "line": time.line() or "",
         "phases_line": time.phases.line() or "",
+        "ahead_line": time.ahead.line() or "",
+        "ahead_trials": time.ahead.trials,
+        "ahead_compile_s": time.ahead.compile_s,
+        "ahead_wait_s": time.ahead.wait_s,
         **{f"phases_{metric}": seconds for metric, seconds in time.phases.seconds.items()},
     }
 
@@ -76,8 +80,9 @@ def main() -> None:
         print(json.dumps(result))
         return
     print(result.pop("line"))
-    if phases := result.pop("phases_line"):
-        print(phases)
+    for line in (result.pop("phases_line"), result.pop("ahead_line")):
+        if line:
+            print(line)
     for key, value in result.items():
         print(f"  {key}: {value:,.1f}" if isinstance(value, float) else f"  {key}: {value}")
 

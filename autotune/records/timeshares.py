@@ -7,7 +7,8 @@ compile). Re-measurement runs come after the search and are counted apart. The p
 sweep paid for trials that only showed they were slow, compile included (the aim: a tenth or less).
 
 Where the compiling went, by the compiler's own clocks (:data:`autotune.results.COMPILE_PHASE_METRICS`), is
-summed over the compiled trials that recorded it (trials of older autotune versions did not).
+summed over the compiled trials that recorded it (trials of older autotune versions did not); so are the graphs
+compiled ahead of their trials (:mod:`autotune.sweep.ahead`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from autotune.records.trial import TrialRecord
-from autotune.results import COMPILE_PHASE_METRICS
+from autotune.results import AHEAD_METRIC, AHEAD_WAIT_METRIC, COMPILE_PHASE_METRICS
 
-__all__ = ["CompilePhases", "OutcomeTime", "TimeShares", "time_shares"]
+__all__ = ["AheadTime", "CompilePhases", "OutcomeTime", "TimeShares", "time_shares"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,37 @@ class CompilePhases:
 
 
 @dataclass(frozen=True)
+class AheadTime:
+    """The trials whose graphs were compiled ahead of them (:mod:`autotune.sweep.ahead`): how many, what those
+    compiles took on the CPU while other trials ran (not trial time), and how long the trials waited for them (part
+    of their ``compile_s``)."""
+
+    trials: int = 0
+    compile_s: float = 0.0
+    wait_s: float = 0.0
+
+    def plus(self, record: TrialRecord) -> AheadTime:
+        metrics = record.first_metrics
+        ahead = metrics.get(AHEAD_METRIC)
+        if not isinstance(ahead, int | float):
+            return self
+        wait = metrics.get(AHEAD_WAIT_METRIC)
+        return AheadTime(
+            self.trials + 1, self.compile_s + ahead, self.wait_s + (wait if isinstance(wait, int | float) else 0)
+        )
+
+    def line(self) -> str | None:
+        """``compiled ahead, while other trials ran: 5 trials' graphs (2.9 min on the CPU); they waited 0.3 min for
+        them, counted as compiling``, or None where nothing was."""
+        if not self.trials:
+            return None
+        return (
+            f"compiled ahead, while other trials ran: {self.trials} trials' graphs ({self.compile_s / 60:.1f} min on "
+            f"the CPU); they waited {self.wait_s / 60:.1f} min for them, counted as compiling"
+        )
+
+
+@dataclass(frozen=True)
 class TimeShares:
     """Trial time by outcome (ok, feasible or not; pruned; failed), and the re-measurement runs after the
     search (``remeasure_estimated``: some runs were not timed and count at their trial's own duration)."""
@@ -78,6 +110,7 @@ class TimeShares:
     remeasure_runs: int = 0
     remeasure_estimated: bool = False
     phases: CompilePhases = CompilePhases()
+    ahead: AheadTime = AheadTime()
 
     @property
     def trial_s(self) -> float:
@@ -138,9 +171,9 @@ class TimeShares:
 def time_shares(measured: Iterable[TrialRecord]) -> TimeShares:
     """The time shares of these measured records (re-measurements included)."""
     ok, pruned, failed = OutcomeTime(), OutcomeTime(), OutcomeTime()
-    remeasure_s, runs, estimated, phases = 0.0, 0, False, CompilePhases()
+    remeasure_s, runs, estimated, phases, ahead = 0.0, 0, False, CompilePhases(), AheadTime()
     for record in measured:
-        phases = phases.plus(record)
+        phases, ahead = phases.plus(record), ahead.plus(record)
         if record.ok:
             ok = ok.plus(record)
         elif record.pruned:
@@ -155,4 +188,4 @@ def time_shares(measured: Iterable[TrialRecord]) -> TimeShares:
             else:
                 remeasure_s += len(again.values) * record.duration_s
                 estimated = True
-    return TimeShares(ok, pruned, failed, remeasure_s, runs, estimated, phases)
+    return TimeShares(ok, pruned, failed, remeasure_s, runs, estimated, phases, ahead)

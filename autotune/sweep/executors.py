@@ -15,34 +15,45 @@ from autotune.sweep.options import Executor, SweepOptions
 from autotune.sweep.setup import study_name
 from autotune.trial.compilecache import study_cache_dir
 
-__all__ = ["replay_executor", "trial_executor"]
+__all__ = ["TrialExecutor", "replay_executor", "trial_executor"]
 
 
-def trial_executor(space: Space, options: SweepOptions) -> Executor:
+class TrialExecutor:
     """Each call runs one trial job in a fresh process forked from a torch-preloaded server.
 
     Trials compile into the study's own Inductor and Triton caches (:mod:`autotune.trial.compilecache`), so a
     repeat or a re-measurement of a compiled configuration finds its kernels there.
     """
-    runner = trialrunner.TrialRunner()  # looked up here, so a test can swap the trial processes for its own
-    device = options.device or space.device
-    cache = str(study_cache_dir(options.storage, study_name(space, options)))
 
-    def execute(params: dict[str, Any], timeout_s: float, pruning: Pruning | None) -> TrialResult:
-        spec = TrialSpec(
-            space.workload.name,
+    def __init__(self, space: Space, options: SweepOptions) -> None:
+        self.runner = trialrunner.TrialRunner()  # looked up here, so a test can swap the trial processes for its own
+        self.space = space
+        self.options = options
+        self.device = options.device or space.device
+        self.cache = str(study_cache_dir(options.storage, study_name(space, options)))
+
+    def spec(self, params: dict[str, Any], pruning: Pruning | None = None) -> TrialSpec:
+        """The trial job of ``params``, as this sweep runs it."""
+        workload = self.space.workload
+        return TrialSpec(
+            workload.name,
             params,
-            space.workload.preset,
-            device,
-            dict(space.workload.args),
-            memory_cap_gib=options.memory_cap_gib,
+            workload.preset,
+            self.device,
+            dict(workload.args),
+            memory_cap_gib=self.options.memory_cap_gib,
             pruning=pruning,
-            kernels=tuple(kernel.path for kernel in space.kernels),
-            compile_cache_dir=cache,
+            kernels=tuple(kernel.path for kernel in self.space.kernels),
+            compile_cache_dir=self.cache,
         )
-        return runner.run(spec, timeout_s)
 
-    return execute
+    def __call__(self, params: dict[str, Any], timeout_s: float, pruning: Pruning | None) -> TrialResult:
+        return self.runner.run(self.spec(params, pruning), timeout_s)
+
+
+def trial_executor(space: Space, options: SweepOptions) -> TrialExecutor:
+    """Real trials: see :class:`TrialExecutor`."""
+    return TrialExecutor(space, options)
 
 
 def replay_executor(path: Path) -> Executor:

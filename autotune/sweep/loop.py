@@ -1,7 +1,8 @@
 """One sweep worker: the proposal loop, then the finishing stages, then the summary.
 
 Per proposal: the proposer asks and decides how it is answered -> the executor measures what must
-run -> the recorder writes the outcome to the study and MLflow -> the progress line. The loop stops
+run (meanwhile the CPU compiles the search's next graph: :mod:`autotune.sweep.ahead`) -> the recorder writes
+the outcome to the study and MLflow -> the progress line. The loop stops
 at the budget (every worker's measured trials count), the time limit, ``--patience``, an exhausted
 space, or (``--gpus`` workers) a device that fails its check. While trials other workers are running
 take the rest of the budget, it waits for them instead: one whose worker died is failed and retried
@@ -24,13 +25,18 @@ from autotune.interrupts import Interrupted, StopSignals
 from autotune.labels import trial_run_name
 from autotune.records import StudyRecords, TrialKind, TrialRecord
 from autotune.results import TrialResult
+from autotune.search.costmodel import graph_key
+from autotune.search.samplerview import OrdinalView
 from autotune.space import Space
+from autotune.space.configurations import list_configurations
 from autotune.storage.rdb import close_storage, heartbeat, quiet_optuna, worker_id
 from autotune.storage.studies import redact_url
+from autotune.sweep.ahead import CompileAhead, slots, wanted
 from autotune.sweep.compilegain import pruning_for
 from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.devicegate import DeviceGate
 from autotune.sweep.ending import sweep_ended
+from autotune.sweep.executors import TrialExecutor
 from autotune.sweep.finalists import Finalists
 from autotune.sweep.finishing import Finishing, pause
 from autotune.sweep.fulldisk import GuardedRecorder
@@ -104,6 +110,7 @@ class Sweep:
         self.finishing = Finishing(self.ctx, leases, self.orphans, self.signals, self.proposer.worker)
         # Queued once the default is measured (autotune/sweep/informed.py).
         self.informed = InformedStart(self.ctx, leases, self.proposer.worker, self.signals)
+        self.ahead = _compile_ahead(self.ctx, executor, role)  # None: this worker compiles nothing ahead
         self._waiting = False  # for other workers' trials that take the rest of the budget (said once per wait)
 
     def run(self) -> SweepSummary:
@@ -119,7 +126,11 @@ class Sweep:
                     reason = self._join()
                 else:
                     with self.finishing.searching():  # every process's finishing stages wait for this search
-                        reason = self._search()
+                        try:
+                            reason = self._search()
+                        finally:
+                            if self.ahead is not None:
+                                self.ahead.stop()  # the finishing stages run alone
                 if self.device.failure is None and self.role != "search":  # a failed device runs nothing more
                     self.finishing.run(self._stages(), searched=len(ctx.records.measured))
             ctx.progress.close()
@@ -202,7 +213,10 @@ class Sweep:
                     if ctx.records.trial(trial.number).informed:
                         label = f"informed start: {label}"
                     ctx.progress.started(label)
+                    waited = self._before_measuring(proposal)
                     result = proposal.answer or self._measure(proposal)
+                    if self.ahead is not None and proposal.answer is None:
+                        self.ahead.account(proposal.params, result, waited)
             except Interrupted as stop:
                 record_interrupted(ctx.study, trial, stop.signame, queue_again=chosen)
                 again = ": not counted, it runs again when the sweep resumes" if chosen else ""
@@ -216,6 +230,14 @@ class Sweep:
             ctx.records.refresh()
             self._report(label, proposal, result, time.monotonic() - started)
             return proposal.kind is TrialKind.MEASURED
+
+    def _before_measuring(self, proposal: Proposal) -> float:
+        """Keep the compile ahead going (:mod:`autotune.sweep.ahead`); the seconds this trial waited for its own."""
+        if self.ahead is None or proposal.answer is not None:
+            return 0.0
+        compiled = {key for r in self.ctx.records.measured if r.compile_s > 0 and (key := graph_key(r.params))}
+        with self.signals.interruptible():  # waiting for a compile: a stop signal ends it at once
+            return self.ahead.before(proposal.params, compiled)
 
     def _measure(self, proposal: Proposal) -> TrialResult:
         with self.signals.interruptible():  # the wait for the trial process: a stop signal ends it at once
@@ -284,6 +306,28 @@ class Sweep:
         measured = proposal.kind is TrialKind.MEASURED
         outcome = _outcome(proposal, records.trial(proposal.trial.number), result, records.metric)
         self.ctx.progress.finished(label, outcome, seconds, measured, records.tally(), winner_text(records))
+
+
+def _compile_ahead(ctx: SweepContext, executor: Executor, role: Role) -> CompileAhead | None:
+    """A compile ahead for this worker where it is wanted and can choose its graphs (:mod:`autotune.sweep.ahead`)."""
+    if not isinstance(executor, TrialExecutor) or not wanted(
+        ctx.options.compile_ahead, executor.device, 1 if role == "all" else 2
+    ):
+        return None
+    listed = list_configurations(ctx.space)
+    sampler = ctx.study.sampler
+    if listed is None or not isinstance(sampler, OrdinalView):
+        return None
+    study = ctx.study
+    ahead = CompileAhead(
+        executor,
+        listed.feasible,
+        lambda configurations: sampler.score(study, configurations),
+        ctx.progress,
+        ctx.space.budget.trial_timeout_s,
+        slots(),
+    )
+    return ahead if sampler.set_compiled_ahead(ahead.compiled) else None
 
 
 def _label(number: int, params: dict[str, object]) -> str:

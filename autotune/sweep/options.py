@@ -45,6 +45,8 @@ class SweepOptions:
     warm_start: str | None = None
     # After the default, measure what an expert would try first on this device (autotune.sweep.informed).
     informed_start: bool = True
+    # Compile the search's next graphs on the idle CPU while trials run (autotune.sweep.ahead); None: where it pays.
+    compile_ahead: bool | None = None
     # The sweep's end (time.time()), where one process set it for others: a --gpus orchestrator for its workers,
     # so that a worker started later (the finishing one) keeps the sweep's time limit. None: now + the timeout.
     deadline: float | None = None

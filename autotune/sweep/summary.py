@@ -96,6 +96,8 @@ def _summary_metrics(summary: SweepSummary, winner: Any) -> dict[str, float]:
         "pruned_trial_s": time.pruned_s,
         "pruned_trial_share": time.pruned_share,
         "compile_share": time.compile_share,
+        "compiled_ahead_trials": time.ahead.trials,
+        "compile_ahead_wait_s": time.ahead.wait_s,
         "time_to_within_2pct_s": summary.to_within_2pct[0] if summary.to_within_2pct else None,
         "best_value": summary.best_value,
         "speedup_vs_default": summary.speedup,
@@ -144,6 +146,8 @@ def summary_text(summary: SweepSummary, storage: str) -> str:
         lines.append(economy)
     if phases := summary.time.phases.line():
         lines.append(phases)
+    if ahead := summary.time.ahead.line():
+        lines.append(ahead)
     if summary.to_within_2pct is not None:
         seconds, trials = summary.to_within_2pct
         lines.append(f"within 2% of the winner after {seconds / 60:.1f} min of trial time ({trials} measured trials)")

@@ -1,0 +1,182 @@
+"""Compile ahead: while the GPU measures one trial, the idle CPU compiles the graph the search will want next.
+
+A sweep on one GPU waits for the compiler: on an H100, 9 of a ResNet-50 sweep's 20 trials compiled and spent 59% of
+the trial time doing so, nearly all of it tracing and Inductor's code generation in one Python thread, while the
+GPU sat idle and the host's other cores too. So while a trial runs, this worker keeps one compile going in the
+background (:mod:`autotune.trial.ahead`: the configuration's graphs compiled into the study's cache, not run):
+
+- which graph: among the space's configurations whose graph no trial has compiled and none is compiling, the one
+  the cost-aware sampler scores best (:meth:`~autotune.search.costaware.CostAwareSampler.score`: expected
+  improvement per predicted second), so the compile goes where the search is heading. Only a space that can be
+  listed and a sampler that scores configurations take part; otherwise nothing is compiled ahead;
+- what the search then knows: the sampler prices those graphs as compiled (a trial of one costs a compile from
+  the cache), as it prices the graphs trials compiled; that is what they cost now;
+- what a trial whose graph is still being compiled ahead does: it waits for that compile to end rather than
+  start the same compile again, and the wait counts as its compile (``compile_ahead_wait_s``, part of its
+  ``compile_s``: the GPU was idle), so the sweep's figures stay honest; a trial whose graph was compiled ahead
+  records how long that took (``compiled_ahead_s``), which the cost model reads as the graph's fresh compile.
+
+One compile per 8 cores at a time (:func:`slots`: two on a 16-core host, each for the next best graph), at low CPU
+priority and with half the cores for kernel builds, so the trial being measured keeps what it needs; they are
+stopped when the search ends (the finishing stages run alone). A failed compile ahead
+costs nothing but the idle CPU's time: the trial compiles as before and meets the failure itself.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.results import AHEAD_METRIC, AHEAD_WAIT_METRIC, TrialResult
+from autotune.runner import Running
+from autotune.search.costmodel import graph_key
+from autotune.sweep.executors import TrialExecutor
+from autotune.views.progress import Progress
+
+__all__ = ["CPUS_PER_COMPILE", "MIN_CPUS", "CompileAhead", "Compiled", "slots", "wanted"]
+
+# Fewer cores than this and the compile ahead would take the measured trial's: off by default (--compile-ahead
+# turns it on anyway).
+MIN_CPUS = 8
+# Cores per compile ahead running at once: a compile is mostly one Python thread (tracing, Inductor's code
+# generation) with bursts of kernel builds, so a 16-core host runs two beside the trial being measured.
+CPUS_PER_COMPILE = 8
+Score = Callable[[Sequence[Mapping[str, Any]]], Any]  # configurations -> their scores (None: cannot score yet)
+
+
+def wanted(choice: bool | None, device: str, workers: int) -> bool:
+    """Whether a sweep compiles ahead: as ``--compile-ahead``/``--no-compile-ahead`` says, else on a GPU sweep of
+    one worker on a host with at least :data:`MIN_CPUS` cores (several workers share the host's CPU already)."""
+    if choice is not None:
+        return choice
+    return device.startswith("cuda") and workers <= 1 and (os.cpu_count() or 1) >= MIN_CPUS
+
+
+def slots() -> int:
+    """How many compiles ahead run at once on this host: one per :data:`CPUS_PER_COMPILE` cores, at least one."""
+    return max(1, (os.cpu_count() or 1) // CPUS_PER_COMPILE)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One graph compiled ahead: the configuration it was compiled for, how it ended and how long it took."""
+
+    params: dict[str, Any]
+    ok: bool
+    seconds: float
+    reason: str | None = None
+
+
+@dataclass
+class _Compiling:
+    key: str
+    params: dict[str, Any]
+    running: Running
+    started: float
+
+
+class CompileAhead:
+    """Keeps one compile ahead of the search running on the idle CPU (see the module docstring)."""
+
+    def __init__(
+        self,
+        executor: TrialExecutor,
+        configurations: Sequence[dict[str, Any]],
+        score: Score,
+        progress: Progress,
+        timeout_s: float,
+        slots: int = 1,
+    ) -> None:
+        self.executor = executor
+        self.configurations = [c for c in configurations if graph_key(c) is not None]
+        self.score = score
+        self.progress = progress
+        self.timeout_s = timeout_s
+        self.slots = slots  # compiles at a time
+        self.done: dict[str, Compiled] = {}  # graph key -> its compile ahead
+        self._compiling: dict[str, _Compiling] = {}  # graph key -> its compile in progress
+        self._accounted: set[str] = set()  # graphs compiled ahead whose first trial has run
+
+    def compiled(self) -> list[dict[str, Any]]:
+        """The configurations whose graphs were compiled ahead, for the sampler to price as compiled."""
+        return [c.params for c in self.done.values() if c.ok]
+
+    def before(self, params: Mapping[str, Any], compiled_graphs: set[str]) -> float:
+        """Called when the trial of ``params`` is about to run: wait if its graph is being compiled ahead (returns the
+        seconds waited), then start compiling the next graphs. ``compiled_graphs``: the graph keys trials compiled."""
+        key = graph_key(params)
+        waited = 0.0
+        own = self._compiling.get(key) if key is not None else None
+        if own is not None:
+            started = time.monotonic()
+            self.progress.message(f"waiting for the compile ahead of this trial's graph (started {_ago(own)})")
+            self._collect(own, self.timeout_s)
+            waited = time.monotonic() - started
+        for compiling in [c for c in self._compiling.values() if c.running.ready()]:
+            self._collect(compiling, 0)
+        self._start_next({key} | compiled_graphs if key is not None else compiled_graphs)
+        return waited
+
+    def account(self, params: Mapping[str, Any], result: TrialResult, waited: float) -> None:
+        """Note on ``result`` what compiling ahead did for its trial: the wait (GPU time: part of its compile, whether
+        the compile ahead succeeded or not), and, for the first trial of a graph compiled ahead, that compile's
+        seconds (later trials of the graph are repeats from the cache, as after a trial's own compile)."""
+        if "compile_s" not in result.metrics:
+            return  # a failed trial: nothing measured to add to
+        if waited > 0:
+            result.metrics[AHEAD_WAIT_METRIC] = waited
+            result.metrics["compile_s"] = float(result.metrics["compile_s"]) + waited
+        key = graph_key(params)
+        if key is None or key in self._accounted:
+            return
+        compiled = self.done.get(key)
+        if compiled is not None and compiled.ok:
+            result.metrics[AHEAD_METRIC] = compiled.seconds
+            self._accounted.add(key)
+
+    def stop(self) -> None:
+        """Stop the compiles in progress (the search has ended, or was interrupted)."""
+        for compiling in self._compiling.values():
+            compiling.running.kill()
+        self._compiling.clear()
+
+    def _start_next(self, skip: set[str]) -> None:
+        free = self.slots - len(self._compiling)
+        if free <= 0:
+            return
+        taken = skip | set(self.done) | set(self._compiling)
+        candidates = [c for c in self.configurations if graph_key(c) not in taken]
+        if not candidates:
+            return
+        scores = self.score(candidates)
+        if scores is None:
+            return
+        for index in sorted(range(len(candidates)), key=lambda i: -float(scores[i])):
+            params = candidates[index]
+            key = graph_key(params)
+            assert key is not None
+            if key in self._compiling:
+                continue  # another configuration of this graph was chosen already
+            running = self.executor.runner.compile_ahead(self.executor.spec(params))
+            self._compiling[key] = _Compiling(key, params, running, time.monotonic())
+            if len(self._compiling) >= self.slots:
+                return
+
+    def _collect(self, compiling: _Compiling, timeout_s: float) -> None:
+        del self._compiling[compiling.key]
+        outcome = compiling.running.wait(timeout_s)
+        seconds = time.monotonic() - compiling.started
+        value = outcome.value if isinstance(outcome.value, dict) else {}
+        if value.get("ok"):
+            self.done[compiling.key] = Compiled(compiling.params, True, float(value.get("seconds", seconds)))
+            return
+        why = value.get("reason") or outcome.failure or ("timed out" if outcome.timed_out else "no answer")
+        self.done[compiling.key] = Compiled(compiling.params, False, seconds, str(why))
+        self.progress.message(f"compiling ahead failed ({why}); its trial, if it comes, compiles as before")
+
+
+def _ago(compiling: _Compiling) -> str:
+    return f"{time.monotonic() - compiling.started:.0f} s ago"
