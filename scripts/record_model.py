@@ -119,6 +119,11 @@ KEPT_METRICS = (
     "warmup_steps",
     "first_step_s",
     "pruned_before_compile",
+    "compile_wall_s",
+    "compile_inductor_s",
+    "compile_kernel_wait_s",
+    "compiled_ahead_s",
+    "compile_ahead_wait_s",
 )
 
 
