@@ -91,7 +91,8 @@ def _time_table(data: ReportData) -> str:
         "worker's (with one GPU per worker, GPU time). Compiling is a compiled trial's <code>compile_s</code>; "
         "re-measurements come after the search, timed where recorded.</p>"
     )
-    return (f"<p>{_esc(line)}</p>" if line else "") + _table(["part", "time", "share"], rows) + note
+    said = "".join(f"<p>{_esc(text)}</p>" for text in (line, time.phases.line(), time.ahead.line()) if text)
+    return said + _table(["part", "time", "share"], rows) + note
 
 
 def _share(share: float | None) -> str:

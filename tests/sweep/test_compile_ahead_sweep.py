@@ -39,6 +39,7 @@ def test_a_compiled_trial_runs_the_graph_compiled_ahead_of_it(tmp_path: Path) ->
     summary = run_sweep(load_space(space_file), options, Progress(None, None, io.StringIO()))
     assert summary.measured == 4  # the whole space: both compiled configurations ran
     assert summary.time.ahead.trials >= 1 and summary.time.ahead.line() is not None
+    assert "compiled ahead, while other trials ran" in (tmp_path / "ahead_report.html").read_text()  # and the report
     records = measured_records(optuna.load_study(study_name="ahead", storage=storage))
     compiled = [r for r in records if r.compiled]
     assert len(compiled) == 2 and all(r.ok for r in compiled), [(r.params, r.reason) for r in compiled]
