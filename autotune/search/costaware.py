@@ -13,7 +13,9 @@ Learning Algorithms", section 3.2, "EI per second". Both figures come from the s
   placeholder); other failures not at all; warm-start evidence by its rescaled value;
 - the cost: every measured trial's :attr:`~autotune.records.TrialRecord.duration_s` and
   :attr:`~autotune.records.TrialRecord.compile_s` (:class:`autotune.search.costmodel.CostModel`: the run, a fresh
-  compile, and a compile from the study's cache where the study compiled the same graph before).
+  compile, and a compile from the study's cache where the study compiled the same graph before, in a trial or
+  ahead of one: :attr:`CostAwareSampler.compiled_ahead`, set by a sweep that compiles ahead, which also reads
+  :meth:`CostAwareSampler.score` to choose what to compile: :mod:`autotune.sweep.ahead`).
 
 The candidates: every untried configuration of a space that has at most :data:`ENUMERATE_UP_TO` (all of
 GPT-2's 120 and ResNet-50's 480); otherwise ``draws`` proposals of the inner sampler, ``random_draws`` random
