@@ -58,9 +58,14 @@ def cache_workarounds(options: Mapping[str, Any], torch_version: str | None = No
     cache hands over with its static launcher (the default on CUDA): 2.11's ``recheck_autotune_cache`` ignores a
     cached result for a kernel of one config, and drops ``found_by_coordesc`` for the others, so the first steps
     tune every kernel again (on an H100 ResNet-50's winner, a finalist with this option, spent 182 s in its first
-    production steps with its artifacts loaded; 2.12 fixed it). With Triton's own launcher the kernels come from
-    their source, where the cached result is read whole. The trial compiles with the same options as production
-    (:func:`autotune.knobs.compile_arguments`), so what it measured is what ships.
+    production steps with its artifacts loaded; pytorch/pytorch#173391, in 2.12, fixed it). Triton's own launcher
+    alone did not help (197 s, measured since): a kernel built by one of Inductor's compile workers reaches the
+    process as a pickled autotuner, and Triton's ``Config`` pickles without ``found_by_coordesc`` (described in
+    pytorch/pytorch#181292), so the cached result is read, then tuned again. So where the static launcher is off
+    the kernels are also built in the process itself (``compile_threads: 1``; the FX graph cache's key leaves that
+    setting out, and from the shipped artifacts there is little to build). Not yet measured on a GPU. The trial
+    compiles with the same options as production (:func:`autotune.knobs.compile_arguments`), so what it measured
+    is what ships.
     """
     import torch  # the version, and below Inductor's config: only knobs with Inductor options ask
     from torch.torch_version import TorchVersion
@@ -71,7 +76,10 @@ def cache_workarounds(options: Mapping[str, Any], torch_version: str | None = No
         return {}
     from torch._inductor import config
 
-    return {"use_static_cuda_launcher": False} if "use_static_cuda_launcher" in config.get_config_copy() else {}
+    known = config.get_config_copy()
+    if "use_static_cuda_launcher" not in known:
+        return {}
+    return {"use_static_cuda_launcher": False, **({"compile_threads": 1} if "compile_threads" in known else {})}
 
 
 def problems(options: Mapping[Any, Any]) -> list[tuple[str, str]]:
