@@ -63,7 +63,10 @@ def cache_workarounds(options: Mapping[str, Any], torch_version: str | None = No
     process as a pickled autotuner, and Triton's ``Config`` pickles without ``found_by_coordesc`` (described in
     pytorch/pytorch#181292), so the cached result is read, then tuned again. So where the static launcher is off
     the kernels are also built in the process itself (``compile_threads: 1``; the FX graph cache's key leaves that
-    setting out, and from the shipped artifacts there is little to build). Not yet measured on a GPU. The trial
+    setting out, and from the shipped artifacts there is little to build). The price is paid where the graph is
+    compiled for the first time (the finalist's own trial builds its kernels one after another: the finalist of
+    the H100 run above waited 10 s for kernel builds with 16 workers), and repaid by each re-measurement and
+    production start that then skips the tuning (about 190 s each there). Not yet measured on a GPU. The trial
     compiles with the same options as production (:func:`autotune.knobs.compile_arguments`), so what it measured
     is what ships.
     """
