@@ -13,6 +13,7 @@ from mlflow.entities import Metric, Param, Run, RunTag, ViewType
 
 from autotune.labels import trial_run_name
 from autotune.records import StudyRecords, TrialRecord
+from autotune.records.trial import ABANDONED
 from autotune.tracking.experiment import SweepExperiment
 from autotune.tracking.schema import (
     MAX_PARAM_LEN,
@@ -149,8 +150,15 @@ class TrialRuns:
         The sweep's end calls it, so the last word is the record model's."""
         runs = self.runs(parent_id or self.sweep_run.ensure())
         client = self.store.client()
+        kept = []
         for run in runs:
             number = run.data.tags.get(TAG_TRIAL, "")
+            if _abandoned(records, number):
+                # Its worker died between logging the run and finishing the record: the trial counts nowhere and
+                # a retry measured its configuration. Deleted, as MLflow deletes (restorable), so no view shows it.
+                client.delete_run(run.info.run_id)
+                continue
+            kept.append(run)
             record = _record(records, number)
             if record is None or record.result is None:
                 continue
@@ -159,7 +167,7 @@ class TrialRuns:
             tags = [t for t in want.tags if t.key in _RANKING_TAGS and run.data.tags.get(t.key) != t.value]
             if metrics or tags:
                 client.log_batch(run.info.run_id, metrics=metrics, tags=tags)
-        return runs
+        return kept
 
     def runs(self, parent_id: str) -> list[Run]:
         """Every trial run under the parent run ``parent_id``."""
@@ -221,6 +229,16 @@ def _record(records: StudyRecords, number: str) -> TrialRecord | None:
     except KeyError:
         return None
     return record if record.measured else None
+
+
+def _abandoned(records: StudyRecords, number: str) -> bool:
+    """Whether the run's trial was abandoned: its worker died before its record was whole (never a running one)."""
+    if not number.isdigit():
+        return False
+    try:
+        return records.trial(int(number)).outcome == ABANDONED
+    except KeyError:
+        return False
 
 
 def _ranking(key: str) -> bool:

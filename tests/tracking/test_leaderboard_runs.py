@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 from recorded_studies import add_trial, make_info, make_study, trial_attrs
 
-from autotune.records import StudyInfo, StudyRecords
+from autotune.records import StudyInfo, StudyRecords, TrialKind, schema
 from autotune.results import Status, TrialResult
 from autotune.tracking import HTTP_ENV_DEFAULTS, SweepTracker
 from autotune.tracking.ui import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_ID, VIEW_TAG, address
@@ -315,3 +316,28 @@ def test_the_ui_address_of_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert address(here, link) == f"http://127.0.0.1:5000/{link} (with `mlflow ui` in this folder running)"
     elsewhere = "sqlite:////data/mlflow.db"
     assert address(elsewhere, link).endswith(f"(with `mlflow ui --backend-store-uri {elsewhere}` running)")
+
+
+def test_the_run_of_a_trial_whose_worker_died_while_recording_it_is_deleted(sqlite_uri: str, study: str) -> None:
+    """A worker killed between logging a trial's run and finishing its record leaves a run for a trial that counts
+    nowhere (its kind is cleared, its state failed, a retry measures it): the next sync deletes that run (restorable,
+    as MLflow deletes), so MLflow shows no trial the records do not."""
+    tracker = SweepTracker(study, sqlite_uri)
+    parent_id = tracker.start({})
+    sweep = Sweep(tracker)
+    sweep.log(ok(100.0), default=True)
+    running = sweep.study.ask()  # the trial being recorded when its worker died: attributes written, no kind yet
+    for key, value in trial_attrs(ok(150.0, batch_size=8)).items():
+        if key != schema.ATTR_KIND:
+            running.set_user_attr(key, value)
+    record = replace(sweep.records.trial(running.number), kind=TrialKind.MEASURED)  # as the recorder logs it
+    assert tracker.log_trial(record, None) is not None
+    tracker.sync(sweep.records)  # while it is still running: another worker's trial being recorded, kept
+    assert sorted(trial_runs(sqlite_uri, parent_id)) == [0, 1]
+    sweep.study._storage.set_trial_state_values(running._trial_id, state=optuna.trial.TrialState.FAIL)  # abandoned
+    tracker.sync(sweep.records)
+    assert sorted(trial_runs(sqlite_uri, parent_id)) == [0]
+    deleted = MlflowClient(sqlite_uri).search_runs(
+        [MlflowClient(sqlite_uri).get_run(parent_id).info.experiment_id], run_view_type=ViewType.DELETED_ONLY
+    )
+    assert [run.data.tags["autotune.trial"] for run in deleted] == ["1"]  # kept by MLflow, shown nowhere
