@@ -127,20 +127,16 @@ class CostAwareSampler(DelegatingSampler):
         super().reseed_rng()
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        trials = study._get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED), use_cache=True)
-        space = {n: d for n, d in intersection_search_space(trials, include_pruned=True).items() if not d.single()}
-        return {**space, **self.inner.infer_relative_search_space(study, trial)}
+        return {**_shared_space(study), **self.inner.infer_relative_search_space(study, trial)}
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
         inner_space = self.inner.infer_relative_search_space(study, trial)
-        history = self._history(study) if search_space and len(study.directions) == 1 else None
-        if history is None:
+        observed = self._observed(study, search_space)
+        if observed is None:
             return self.inner.sample_relative(study, trial, inner_space)
-        gains, self._logs = _gains(history, self._metric(), study.direction, _evidence(study))
-        if len(gains) < self.min_observations:
-            return self.inner.sample_relative(study, trial, inner_space)
+        history, gains = observed
         names = sorted(search_space)
         tried = self._tried(study, trial, names)
         deferred = _KeptDraws(study)
@@ -178,15 +174,20 @@ class CostAwareSampler(DelegatingSampler):
         """Expected improvement per predicted second of each of ``configurations`` (whole configurations, as this
         sampler sees them), as :meth:`sample_relative` scores its candidates; None while the study says nothing of
         the gain yet (or cannot be read)."""
-        finished = study._get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED), use_cache=True)
-        space = {n: d for n, d in intersection_search_space(finished, include_pruned=True).items() if not d.single()}
-        history = self._history(study) if space and len(study.directions) == 1 else None
+        space = _shared_space(study)
+        observed = self._observed(study, space)
+        return None if observed is None else self.scores(configurations, *observed, space)
+
+    def _observed(
+        self, study: Study, search_space: Mapping[str, BaseDistribution]
+    ) -> tuple[list[tuple[FrozenTrial, TrialRecord]], list[tuple[Mapping[str, Any], float, bool]]] | None:
+        """The study's measured trials and what they say of the gain, or None where the inner sampler proposes
+        alone: no search space, several objectives, a study this cannot read, fewer than ``min_observations``."""
+        history = self._history(study) if search_space and len(study.directions) == 1 else None
         if history is None:
             return None
         gains, self._logs = _gains(history, self._metric(), study.direction, _evidence(study))
-        if len(gains) < self.min_observations:
-            return None
-        return self.scores(configurations, history, gains, space)
+        return (history, gains) if len(gains) >= self.min_observations else None
 
     # -- scoring ---------------------------------------------------------------------------------------------
     def scores(
@@ -306,6 +307,12 @@ class CostAwareSampler(DelegatingSampler):
                 variants = [{**v, name: c} for v in variants for c in choices]
             out += [{n: v[n] for n in search_space if n in v} for v in variants]
         return [v for v in out if set(v) == set(search_space)]
+
+
+def _shared_space(study: Study) -> dict[str, BaseDistribution]:
+    """The params every finished trial has (pruned ones included), less those with a single value."""
+    trials = study._get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED), use_cache=True)
+    return {n: d for n, d in intersection_search_space(trials, include_pruned=True).items() if not d.single()}
 
 
 def _evidence(study: Study) -> list[tuple[Mapping[str, Any], float | None, bool]]:

@@ -91,7 +91,8 @@ class CompileAhead:
         slots: int = 1,
     ) -> None:
         self.executor = executor
-        self.configurations = [c for c in configurations if graph_key(c) is not None]
+        # (graph key, configuration) of each compiled configuration: the keys are read at every trial
+        self.configurations = [(key, c) for c in configurations if (key := graph_key(c)) is not None]
         self.score = score
         self.progress = progress
         self.timeout_s = timeout_s
@@ -144,20 +145,17 @@ class CompileAhead:
         self._compiling.clear()
 
     def _start_next(self, skip: set[str]) -> None:
-        free = self.slots - len(self._compiling)
-        if free <= 0:
+        if len(self._compiling) >= self.slots:
             return
         taken = skip | set(self.done) | set(self._compiling)
-        candidates = [c for c in self.configurations if graph_key(c) not in taken]
+        candidates = [(key, params) for key, params in self.configurations if key not in taken]
         if not candidates:
             return
-        scores = self.score(candidates)
+        scores = self.score([params for _, params in candidates])
         if scores is None:
             return
         for index in sorted(range(len(candidates)), key=lambda i: -float(scores[i])):
-            params = candidates[index]
-            key = graph_key(params)
-            assert key is not None
+            key, params = candidates[index]
             if key in self._compiling:
                 continue  # another configuration of this graph was chosen already
             running = self.executor.runner.compile_ahead(self.executor.spec(params))

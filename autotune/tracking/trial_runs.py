@@ -220,25 +220,26 @@ class TrialRuns:
         return min(runs, key=lambda run: run.info.status not in TERMINAL, default=None)
 
 
-def _record(records: StudyRecords, number: str) -> TrialRecord | None:
-    """The measured trial of a run's ``autotune.trial`` tag, or None."""
+def _trial(records: StudyRecords, number: str) -> TrialRecord | None:
+    """The trial of a run's ``autotune.trial`` tag, or None."""
     if not number.isdigit():
         return None
     try:
-        record = records.trial(int(number))
+        return records.trial(int(number))
     except KeyError:
         return None
-    return record if record.measured else None
+
+
+def _record(records: StudyRecords, number: str) -> TrialRecord | None:
+    """The measured trial of a run's ``autotune.trial`` tag, or None."""
+    record = _trial(records, number)
+    return record if record is not None and record.measured else None
 
 
 def _abandoned(records: StudyRecords, number: str) -> bool:
     """Whether the run's trial was abandoned: its worker died before its record was whole (never a running one)."""
-    if not number.isdigit():
-        return False
-    try:
-        return records.trial(int(number)).outcome == ABANDONED
-    except KeyError:
-        return False
+    record = _trial(records, number)
+    return record is not None and record.outcome == ABANDONED
 
 
 def _ranking(key: str) -> bool:

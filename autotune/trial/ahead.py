@@ -39,8 +39,8 @@ from autotune import workloads
 from autotune.errors import AutotuneError
 from autotune.jobspec import TrialSpec
 from autotune.kernels.pinning import TrialPins
-from autotune.trial import compilecache
 from autotune.trial.failures import classify
+from autotune.trial.job import configured, resolve_device, use_study_cache
 from autotune.trial.trainstep import TrainStep, prepare_pair
 from autotune.tuned import artifacts as compileartifacts
 
@@ -114,18 +114,11 @@ def _compile(spec: TrialSpec) -> int:
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
-    from autotune.trial.job import resolve_device, split_params  # the trial job's own checks and split
-
     device = resolve_device(spec.device)
     compileartifacts.stable_cache_keys()  # the cache keys the trial computes (it makes them stable the same way)
-    if spec.compile_cache_dir is not None:
-        autocast = knobs_mod.AUTOCAST_DTYPES.get(str(spec.params.get("precision", "default")))
-        compilecache.use(spec.compile_cache_dir, autocast)
+    use_study_cache(spec)
     pins = TrialPins.pin_all(spec.kernels, spec.params)
-    build = workloads.resolve(spec.workload)
-    plain = {name: value for name, value in spec.params.items() if name not in pins.params}
-    knob_params, workload_params = split_params(plain, build)
-    knobs = knobs_mod.Knobs.from_params(knob_params)
+    knobs, workload_params = configured(spec, pins.params)
     if knobs.compile_mode == "none":
         raise AutotuneError("an eager configuration has no graph to compile")
     _check_free_memory(device)
@@ -137,13 +130,14 @@ def _compile(spec: TrialSpec) -> int:
     batch = workload.make_batch(knobs.batch_size or workload.default_batch_size, device)
     workload.model.train()
     optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)  # the trial's optimizer (not stepped)
-    backend = CompileOnly(**knobs_mod.compile_arguments(knobs))
+    backends: list[CompileOnly] = []
 
-    def compile_only(model: Any, **_arguments: Any) -> Any:
-        return torch.compile(model, backend=backend)
+    def compile_only(model: Any, **arguments: Any) -> Any:  # what knobs.apply hands torch.compile, compiled only
+        backends.append(CompileOnly(**arguments))
+        return torch.compile(model, backend=backends[-1])
 
     model, ctx = knobs_mod.apply(workload.model, optimizer, knobs, device.type, compile_fn=compile_only)
     laid_out = prepare_pair(ctx, batch)
     with contextlib.suppress(CompiledAhead):
         TrainStep(workload, model, ctx, optimizer, lambda _index: laid_out)(0)
-    return backend.graphs
+    return sum(backend.graphs for backend in backends)

@@ -32,7 +32,16 @@ from autotune.trial.failures import classify
 from autotune.trial.measure import env_fingerprint
 from autotune.trial.training import TrainingTrial, measure_training, overhead
 
-__all__ = ["NumericsError", "check_spec", "classify", "resolve_device", "run_trial", "split_params"]
+__all__ = [
+    "NumericsError",
+    "check_spec",
+    "classify",
+    "configured",
+    "resolve_device",
+    "run_trial",
+    "split_params",
+    "use_study_cache",
+]
 
 # Inductor's advice to turn TF32 on, printed by every compiled fp32 trial: those trials leave it off on purpose.
 _TF32_HINT = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
@@ -99,12 +108,25 @@ def _measure_kernel(
     return TrialResult(Status.OK, None, dict(kernel.params), metrics, env_fingerprint(device))
 
 
+def use_study_cache(spec: TrialSpec) -> None:
+    """Point this process's compile caches at the spec's study folder (when it names one), in the folder of its
+    autocast dtype (:mod:`autotune.trial.compilecache`)."""
+    if spec.compile_cache_dir is not None:
+        autocast = knobs_mod.AUTOCAST_DTYPES.get(str(spec.params.get("precision", "default")))
+        compilecache.use(spec.compile_cache_dir, autocast)
+
+
+def configured(spec: TrialSpec, kernel_params: dict[str, Any]) -> tuple[knobs_mod.Knobs, dict[str, Any]]:
+    """The spec's knobs and its workload's own params (``kernel_params``, the pinned kernels', set apart)."""
+    plain = {name: value for name, value in spec.params.items() if name not in kernel_params}
+    knob_params, workload_params = split_params(plain, workloads.resolve(spec.workload))
+    return knobs_mod.Knobs.from_params(knob_params), workload_params
+
+
 def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> TrialResult:
     """Pin the listed kernels (before the workload is built: they may launch while it is), then measure."""
     started = time.time()
-    if spec.compile_cache_dir is not None:  # before anything compiles: a model, or a kernel workload's Triton
-        autocast = knobs_mod.AUTOCAST_DTYPES.get(str(spec.params.get("precision", "default")))
-        compilecache.use(spec.compile_cache_dir, autocast)
+    use_study_cache(spec)  # before anything compiles: a model, or a kernel workload's Triton
     loaded = trialartifacts.load_before_compile(spec, device)  # a tuned config's, as production loads them
     pins = TrialPins.pin_all(spec.kernels, spec.params)
     result = _measure_pinned(spec, device, started, requested_at, pins.params)
@@ -119,10 +141,7 @@ def _measure_pinned(
     spec: TrialSpec, device: torch.device, started: float, requested_at: float, kernel_params: dict[str, Any]
 ) -> TrialResult:
     settings = spec.measure.for_device(device.type)
-    build = workloads.resolve(spec.workload)
-    plain = {name: value for name, value in spec.params.items() if name not in kernel_params}
-    knob_params, workload_params = split_params(plain, build)
-    knobs = knobs_mod.Knobs.from_params(knob_params)
+    knobs, workload_params = configured(spec, kernel_params)
     params = {**knobs.to_params(), **workload_params, **kernel_params}
     knobs.check_combination(device.type)
     if knobs.precision in ("default", "fp32"):
