@@ -8,7 +8,9 @@ background (:mod:`autotune.trial.ahead`: the configuration's graphs compiled int
 - which graph: among the space's configurations whose graph no trial has compiled and none is compiling, the one
   the cost-aware sampler scores best (:meth:`~autotune.search.costaware.CostAwareSampler.score`: expected
   improvement per predicted second), so the compile goes where the search is heading. Only a space that can be
-  listed and a sampler that scores configurations take part; otherwise nothing is compiled ahead;
+  listed and a sampler that scores configurations take part; otherwise nothing is compiled ahead. While the
+  default trial runs nothing is scored yet, and the next trial is the informed start: its likely graphs are
+  compiled then (:meth:`CompileAhead.speculate`, :func:`autotune.sweep.informed.likely_starts`);
 - what the search then knows: the sampler prices those graphs as compiled (a trial of one costs a compile from
   the cache), as it prices the graphs trials compiled; that is what they cost now;
 - what a trial whose graph is still being compiled ahead does: it waits for that compile to end rather than
@@ -121,6 +123,21 @@ class CompileAhead:
         self._start_next({key} | compiled_graphs if key is not None else compiled_graphs)
         return waited
 
+    def speculate(self, configurations: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Start compiling these configurations' graphs now, in the free slots, in the order given: the search's
+        likely next ones before it can score any (the informed start, while the default trial runs). Returns those
+        started; a configuration outside the listed ones, or whose graph is done or compiling, is passed over."""
+        listed = {key for key, _ in self.configurations}
+        started: list[dict[str, Any]] = []
+        for params in configurations:
+            key = graph_key(params)
+            if len(self._compiling) >= self.slots:
+                break
+            if key is not None and key in listed and key not in self.done and key not in self._compiling:
+                self._start(key, dict(params))
+                started.append(dict(params))
+        return started
+
     def account(self, params: Mapping[str, Any], result: TrialResult, waited: float) -> None:
         """Note on ``result`` what compiling ahead did for its trial: the wait (GPU time: part of its compile, whether
         the compile ahead succeeded or not), and, for the first trial of a graph compiled ahead, that compile's
@@ -158,10 +175,13 @@ class CompileAhead:
             key, params = candidates[index]
             if key in self._compiling:
                 continue  # another configuration of this graph was chosen already
-            running = self.executor.runner.compile_ahead(self.executor.spec(params))
-            self._compiling[key] = _Compiling(key, params, running, time.monotonic())
+            self._start(key, params)
             if len(self._compiling) >= self.slots:
                 return
+
+    def _start(self, key: str, params: dict[str, Any]) -> None:
+        running = self.executor.runner.compile_ahead(self.executor.spec(params))
+        self._compiling[key] = _Compiling(key, params, running, time.monotonic())
 
     def _collect(self, compiling: _Compiling, timeout_s: float) -> None:
         del self._compiling[compiling.key]

@@ -65,6 +65,7 @@ __all__ = [
     "InformedStart",
     "expert_params",
     "largest_batch",
+    "likely_starts",
     "probe_device",
 ]
 
@@ -256,6 +257,28 @@ def expert_params(
 _MISSING = object()
 
 
+def likely_starts(
+    space: Space, default: TrialRecord, facts: DeviceFacts, count: int, memory_cap_gib: float | None = None
+) -> list[dict[str, Any]]:
+    """Before ``default`` is measured: the configurations the informed start will most likely be, most likely first,
+    at most ``count`` (points of the space; empty where the expert would change nothing).
+
+    All but the batch is known: :func:`expert_params` decides it from the device alone. The batch is the largest
+    whose memory the default's peak says will fit, and that peak is not measured yet: on a GPU each of the space's
+    ``count`` largest batches (none below the default's) is a guess, the largest first; on a CPU it is the
+    default's batch, as the informed start keeps it there.
+    """
+    expert = expert_params(space, default, facts, memory_cap_gib)  # unmeasured default: its batch stays
+    if not expert.changes:
+        return []
+    batch, spec = expert.params.get("batch_size"), space.params.get("batch_size")
+    guesses = [expert.params]
+    if facts.gpu and isinstance(batch, int) and spec is not None and (spec.count() or 10_001) <= 10_000:
+        larger = sorted((v for v in spec.values() if isinstance(v, int) and v >= batch), reverse=True)
+        guesses = [{**expert.params, "batch_size": value} for value in larger]
+    return [params for params in guesses if space.is_feasible(params)[0]][:count]
+
+
 class ProbeFailed(Exception):
     """The device could not be asked (the trial process failed or timed out)."""
 
@@ -290,6 +313,7 @@ class InformedStart:
         options, space = ctx.options, ctx.space
         off = not options.informed_start or options.replay is not None or space.sampler.name == "grid"
         self._settled = off  # nothing more for this worker to do
+        self._facts: DeviceFacts | None = None  # the device's answer, once asked
 
     def queue(self) -> None:
         """Once the default is measured: decide the informed start, unless the study holds that decision already
@@ -313,6 +337,28 @@ class InformedStart:
             return  # another worker decides it now
         self._settled = True
 
+    def likely(self, default: TrialRecord, count: int) -> list[dict[str, Any]]:
+        """While ``default`` is not measured yet: the informed start's likely configurations (:func:`likely_starts`),
+        for the sweep to compile ahead while the default runs. The device is asked now, once (the decision after
+        the default reuses the answer). Empty where no informed start is to come, where the device cannot be asked,
+        and for a space with listed kernels (their block sizes are chosen by a GPU run after the default)."""
+        ctx = self.ctx
+        if self._settled or ctx.space.kernels or self._decided():
+            return []
+        try:
+            facts = self._device(default)
+        except ProbeFailed:
+            return []  # asked again, and said, when the default is measured
+        return likely_starts(ctx.space, default, facts, count, ctx.options.memory_cap_gib)
+
+    def _device(self, default: TrialRecord) -> DeviceFacts:
+        """What the device is (:func:`probe_device`), asked once; :class:`ProbeFailed` when it cannot answer."""
+        if self._facts is None:
+            interruptible = self.signals.interruptible if self.signals is not None else contextlib.nullcontext
+            with interruptible():
+                self._facts = probe_device(self.ctx.space, self.ctx.options, default.params)
+        return self._facts
+
     def _decided(self) -> bool:
         """Whether the study holds an informed start (queued, running or measured) or a decision not to."""
         if any(record.informed for record in self.ctx.records.trials):
@@ -323,8 +369,7 @@ class InformedStart:
         ctx = self.ctx
         interruptible = self.signals.interruptible if self.signals is not None else contextlib.nullcontext
         try:
-            with interruptible():
-                facts = probe_device(ctx.space, ctx.options, default.params)
+            facts = self._device(default)
         except ProbeFailed as exc:
             self._none(f"the device could not be asked: {exc}")
             return

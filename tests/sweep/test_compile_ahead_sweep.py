@@ -1,5 +1,6 @@
 """A sweep that compiles ahead (real trial processes, Inductor on the CPU): while one trial runs, the graph the
-search wants next is compiled in the background, and the trial that runs it later records what that saved."""
+search wants next is compiled in the background (while the default runs: the informed start's), and the trial that
+runs it later records what that saved."""
 
 from __future__ import annotations
 
@@ -33,10 +34,9 @@ def test_a_compiled_trial_runs_the_graph_compiled_ahead_of_it(tmp_path: Path) ->
     space_file = tmp_path / "ahead.yaml"
     space_file.write_text(SPACE)
     storage = f"sqlite:///{tmp_path}/ahead.db"
-    options = SweepOptions(
-        storage=storage, tracking=False, remeasure_top=0, informed_start=False, compile_ahead=True, prune_ratio=0
-    )
-    summary = run_sweep(load_space(space_file), options, Progress(None, None, io.StringIO()))
+    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0)
+    said = io.StringIO()
+    summary = run_sweep(load_space(space_file), options, Progress(None, None, said))
     assert summary.measured == 4  # the whole space: both compiled configurations ran
     assert summary.time.ahead.trials >= 1 and summary.time.ahead.line() is not None
     assert "compiled ahead, while other trials ran" in (tmp_path / "ahead_report.html").read_text()  # and the report
@@ -47,6 +47,11 @@ def test_a_compiled_trial_runs_the_graph_compiled_ahead_of_it(tmp_path: Path) ->
     # ran before it): it records the compile ahead, and any wait for it counts as its compile.
     ahead = [r for r in compiled if AHEAD_METRIC in r.first_metrics]
     assert ahead, [r.first_metrics for r in compiled]
+    # The informed start (compile default at the default's batch, on a CPU) was compiled while the default ran:
+    # nothing had been measured for the sampler to score, and it was the next trial.
+    informed = next(r for r in compiled if r.informed)
+    assert informed in ahead, informed.first_metrics
+    assert "while the default trial runs, the informed start's likely graph (batch 16)" in said.getvalue()
     for record in ahead:
         metrics = record.first_metrics
         assert metrics[AHEAD_METRIC] > 0

@@ -14,7 +14,7 @@ from autotune.records import TrialRecord, schema
 from autotune.records.trial import is_informed
 from autotune.results import Status, TrialResult
 from autotune.space import Space, load_space
-from autotune.sweep.informed import DeviceFacts, expert_params
+from autotune.sweep.informed import DeviceFacts, expert_params, likely_starts
 from autotune.sweep.requeue import record_interrupted
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
@@ -96,6 +96,33 @@ def test_without_bf16_fp16_and_the_workloads_own_fused_head() -> None:
         "fused_optimizer": True,
         "head": "fused",
     }
+
+
+def unmeasured_default(space: Space) -> TrialRecord:
+    """The space's default trial while it runs: its params, no result yet."""
+    measured = default_trial(space, None)
+    return TrialRecord(
+        number=0, state=TrialState.RUNNING, kind=None, params=measured.params, result=None, status=None, reason=None,
+        default=True, violation=None, objectives=(None,), first_values=None,
+    )  # fmt: skip
+
+
+def test_before_the_default_is_measured_the_informed_start_is_guessed_at_the_largest_batches() -> None:
+    space = load_space(SPACES / "resnet50.yaml")
+    guesses = likely_starts(space, unmeasured_default(space), H100, 2)
+    # All but the batch as the informed start after the default decides it (above); its batch needs the default's
+    # peak, so the space's largest first: 512, as on the H100, then 256.
+    measured = expert_params(space, default_trial(space, 10.8), H100).params
+    assert guesses == [measured, {**measured, "batch_size": 256}]
+    assert likely_starts(space, unmeasured_default(space), H100, 9)[-1]["batch_size"] == 128  # none below the default's
+    assert likely_starts(space, unmeasured_default(space), CPU, 2) == [  # a CPU keeps the default's batch
+        expert_params(space, default_trial(space, 1.0), CPU).params
+    ]
+
+
+def test_no_guess_where_the_expert_would_change_nothing(tmp_path: Path) -> None:
+    space = space_file(tmp_path, "  batch_size: {choices: [16, 32], ordinal: true, default: 16}\n")
+    assert likely_starts(space, unmeasured_default(space), H100, 2) == []
 
 
 def test_listed_kernels_keep_the_defaults_block_sizes() -> None:
