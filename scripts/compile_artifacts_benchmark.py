@@ -84,6 +84,8 @@ def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
         "artifacts_loaded": load.loaded if load is not None else None,
         "artifacts_load_s": load.seconds if load is not None else None,
         "fx_graph_cache_hits": counters["inductor"]["fxgraph_cache_hit"],
+        # kernels timed by coordinate descent in this process: 0 when the shipped tuned block sizes were all taken
+        "coordesc_benchmarks": counters["inductor"]["coordesc_tuning_bench"],
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": str(torch.__version__),
     }
