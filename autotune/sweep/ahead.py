@@ -18,7 +18,7 @@ background (:mod:`autotune.trial.ahead`: the configuration's graphs compiled int
   ``compile_s``: the GPU was idle), so the sweep's figures stay honest; a trial whose graph was compiled ahead
   records how long that took (``compiled_ahead_s``), which the cost model reads as the graph's fresh compile.
 
-One compile per 8 cores at a time (:func:`slots`: two on a 16-core host, each for the next best graph), at low CPU
+One compile per 4 cores at a time (:func:`slots`: four on a 16-core host, each for the next best graph), at low CPU
 priority and with half the cores for kernel builds, so the trial being measured keeps what it needs; they are
 stopped when the search ends (the finishing stages run alone). A failed compile ahead
 costs nothing but the idle CPU's time: the trial compiles as before and meets the failure itself.
@@ -44,8 +44,10 @@ __all__ = ["CPUS_PER_COMPILE", "MIN_CPUS", "CompileAhead", "Compiled", "slots", 
 # turns it on anyway).
 MIN_CPUS = 8
 # Cores per compile ahead running at once: a compile is mostly one Python thread (tracing, Inductor's code
-# generation) with bursts of kernel builds, so a 16-core host runs two beside the trial being measured.
-CPUS_PER_COMPILE = 8
+# generation) with bursts of kernel builds. On an H100 host of 16 cores two compiles ahead beside a compiled ResNet-50
+# trial left its throughput as it was (+0.12%, BENCHMARKS.md), and two could not keep up with the search (GPT-2's
+# trials waited 23-25 s for compiles ahead started a trial before): four there.
+CPUS_PER_COMPILE = 4
 Score = Callable[[Sequence[Mapping[str, Any]]], Any]  # configurations -> their scores (None: cannot score yet)
 
 
