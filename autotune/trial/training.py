@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,30 @@ class TrainingTrial:
     def behind_loader(self) -> bool:
         """Batches from the workload's dataset through a DataLoader (not made on the device)."""
         return self.workload.dataset is not None
+
+
+# How far under the pruning line a warm-up must be to stop before its steps settle: even this many times its fastest
+# step after the first (compile, autotuning) would stay under it. Eager steps settle within a few percent after
+# the first; a slow configuration's settling steps are its most expensive part (GPT-2 in fp32 at batch 128: 2.3 s
+# a step, a 16.6 s pruned trial on an H100).
+HOPELESS_MARGIN = 2.0
+HOPELESS_AFTER = 2  # steps after the first before the warm-up may be judged hopeless
+
+
+def _hopeless(trial: TrainingTrial) -> Callable[[list[float]], bool] | None:
+    """Whether the warm-up's steps so far already put the configuration out of the pruning line's reach (None where
+    the sweep does not prune, or behind a loader, whose first steps wait for its workers to start)."""
+    below = trial.spec.pruning.below if trial.spec.pruning else None
+    if below is None or trial.behind_loader:
+        return None
+
+    def hopeless(times: list[float]) -> bool:
+        after_first = times[1:]
+        if len(after_first) < HOPELESS_AFTER:
+            return False
+        return trial.items / (min(after_first) / 1e3) * HOPELESS_MARGIN < below
+
+    return hopeless
 
 
 def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
@@ -235,7 +260,7 @@ def _run_steps(
         return early
     first_ms = time_steps(step, 1, device)  # compiles, autotunes: checked before any more time is spent
     rel_error = check_first_loss(float(step.losses[0]), reference, precision)
-    warm_ms = warm_up(step, device, settings, first_ms)
+    warm_ms = warm_up(step, device, settings, first_ms, _hopeless(trial))
     pruned = _pruned(trial, warm_ms)
     if pruned is not None:
         if eager is not None:

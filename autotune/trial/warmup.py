@@ -19,13 +19,20 @@ __all__ = ["compile_seconds", "settled_ms", "timed_step_count", "warm_up"]
 
 
 def warm_up(
-    step: Callable[[int], None], device: torch.device, settings: MeasureSettings, times: list[float]
+    step: Callable[[int], None],
+    device: torch.device,
+    settings: MeasureSettings,
+    times: list[float],
+    hopeless: Callable[[list[float]], bool] | None = None,
 ) -> list[float]:
-    """Run steps one at a time until their times settle (compilation, autotuning and growth done)."""
+    """Run steps one at a time until their times settle (compilation, autotuning and growth done), or until
+    ``hopeless`` says the steps so far already show the configuration cannot reach the sweep's pruning line."""
     assert settings.max_warmup_steps is not None and settings.settle_tolerance is not None
     start = time.perf_counter()
     while len(times) < settings.max_warmup_steps:
         times += time_steps(step, 1, device)
+        if hopeless is not None and hopeless(times):
+            break
         if len(times) >= settings.min_warmup_steps and settled(
             times, settings.settle_window, settings.settle_tolerance
         ):

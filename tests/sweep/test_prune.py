@@ -57,6 +57,9 @@ def test_a_trial_far_below_the_best_is_pruned_after_warm_up(pruning: tuple[optun
     assert slow.user_attrs[schema.ATTR_STATUS] == "pruned"
     assert "below" in slow.user_attrs[schema.ATTR_REASON]
     assert len(slow.intermediate_values) >= 3  # the warm-up steps, reported to Optuna
+    # Six times slower than the best: two steps after the first showed it (even twice as fast, under half the best),
+    # so its warm-up stopped there rather than wait for five steps to settle.
+    assert records_by_config(pruning[0])["slow"].first_metrics["warmup_steps"] == 3
     records = records_by_config(pruning[0])
     steady_throughput = records["steady"].first_metrics["throughput"]
     assert max(slow.intermediate_values.values()) < 0.5 * steady_throughput
