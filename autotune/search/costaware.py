@@ -14,7 +14,8 @@ Learning Algorithms", section 3.2, "EI per second". Both figures come from the s
 - the cost: every measured trial's :attr:`~autotune.records.TrialRecord.duration_s` and
   :attr:`~autotune.records.TrialRecord.compile_s` (:class:`autotune.search.costmodel.CostModel`: the run, a fresh
   compile, and a compile from the study's cache where the study compiled the same graph before, in a trial or
-  ahead of one: :attr:`CostAwareSampler.compiled_ahead`, set by a sweep that compiles ahead, which also reads
+  ahead of one: :attr:`CostAwareSampler.compiled_ahead`, and the rest of a compile ahead still running:
+  :attr:`CostAwareSampler.compiling_ahead`; both set by a sweep that compiles ahead, which also reads
   :meth:`CostAwareSampler.score` to choose what to compile: :mod:`autotune.sweep.ahead`).
 
 The candidates: every untried configuration of a space that has at most :data:`ENUMERATE_UP_TO` (all of
@@ -119,8 +120,10 @@ class CostAwareSampler(DelegatingSampler):
         self._objectives: tuple[tuple[str, str], ...] | None = None
         self._logs = True
         # Configurations whose graphs were compiled ahead of their trials (autotune.sweep.ahead), as this sampler
-        # sees them: priced as compiled. Set by the sweep that compiles ahead.
+        # sees them: priced as compiled; and those being compiled ahead, with the seconds each compile has run:
+        # priced at the rest of that compile, then a repeat. Set by the sweep that compiles ahead.
         self.compiled_ahead: Callable[[], Sequence[Mapping[str, Any]]] = tuple
+        self.compiling_ahead: Callable[[], Sequence[tuple[Mapping[str, Any], float]]] = tuple
 
     def reseed_rng(self) -> None:
         self._rng = np.random.default_rng()
@@ -213,8 +216,14 @@ class CostAwareSampler(DelegatingSampler):
             for t, record in history
         ]
         ahead = {key for params in self.compiled_ahead() if (key := graph_key(params)) is not None}
+        compiling = {key: s for params, s in self.compiling_ahead() if (key := graph_key(params)) is not None}
         cost = CostModel.fit(
-            costs, search_space, use_cache=self.use_cache, prior_sd=self.cost_prior_sd, compiled_ahead=ahead
+            costs,
+            search_space,
+            use_cache=self.use_cache,
+            prior_sd=self.cost_prior_sd,
+            compiled_ahead=ahead,
+            compiling_ahead=compiling,
         )
         seconds = cost.predict(configurations)
         return improvement / np.power(seconds, self.cost_exponent)

@@ -12,7 +12,9 @@ and :attr:`TrialRecord.compile_s`, the record model's figures):
   configuration whose graph the study compiled already (:func:`graph_key`) compiles in a fraction of the
   time: the median of that fraction over the study's own repeats of a graph, else :data:`PRIOR_HIT_FRACTION`.
   A graph compiled ahead of its trial (:mod:`autotune.sweep.ahead`) is in that folder too: its first trial is
-  a repeat, and the compile ahead (``TrialCost.ahead_s``) is the graph's fresh compile.
+  a repeat, and the compile ahead (``TrialCost.ahead_s``) is the graph's fresh compile. A graph still being
+  compiled ahead costs the rest of that compile (its trial waits for it: GPU time) and then a repeat, so the
+  search measures something else meanwhile unless it is worth the wait.
 
 Before the study has compiled anything a compile is priced at :data:`PRIOR_COMPILE_S`.
 
@@ -114,6 +116,7 @@ class CostModel:
     fresh_compile: LinearModel | None  # None: no compile timed yet, PRIOR_COMPILE_S
     hit_fraction: float
     compiled: frozenset[str] = field(default_factory=frozenset)  # graph keys the study has compiled
+    compiling: Mapping[str, float] = field(default_factory=dict)  # graph key -> seconds its compile ahead has run
 
     @classmethod
     def fit(
@@ -124,12 +127,14 @@ class CostModel:
         use_cache: bool = True,
         prior_sd: float = COST_PRIOR_SD,
         compiled_ahead: Collection[str] = (),
+        compiling_ahead: Mapping[str, float] | None = None,
     ) -> CostModel:
         """The model of ``trials`` (the study's measured trials, in the order they ran) over ``distributions``.
 
         ``use_cache=False`` prices every compile as fresh (the benchmark's control: is the cache worth knowing?);
         ``prior_sd`` is the prior spread of one knob value's effect on the log seconds; ``compiled_ahead``: graph
-        keys compiled ahead that no trial has run yet (in the cache all the same).
+        keys compiled ahead that no trial has run yet (in the cache all the same); ``compiling_ahead``: graph keys
+        being compiled ahead, with the seconds each compile has run so far.
         """
         encoding = Encoding(distributions)
         variance = prior_sd**2
@@ -159,7 +164,8 @@ class CostModel:
         fresh_model = log_fit(fresh) if fresh else None
         fraction = min(1.0, statistics.median(hits)) if hits else PRIOR_HIT_FRACTION
         compiled = frozenset(first) | frozenset(compiled_ahead) if use_cache else frozenset()
-        return cls(encoding, run, fresh_model, fraction if use_cache else 1.0, compiled)
+        compiling = {k: s for k, s in (compiling_ahead or {}).items() if k not in compiled} if use_cache else {}
+        return cls(encoding, run, fresh_model, fraction if use_cache else 1.0, compiled, compiling)
 
     def predict(self, configurations: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """Predicted seconds of a trial of each configuration (the exponent of the predicted log seconds, as Snoek
@@ -172,6 +178,12 @@ class CostModel:
             fresh = np.full(len(configurations), PRIOR_COMPILE_S)
         for i, params in enumerate(configurations):
             key = graph_key(params)
-            if key is not None:
-                seconds[i] += fresh[i] * (self.hit_fraction if key in self.compiled else 1.0)
+            if key is None:
+                continue
+            if key in self.compiled:
+                seconds[i] += fresh[i] * self.hit_fraction
+            elif key in self.compiling:  # the wait for the compile ahead to end, then a repeat from the cache
+                seconds[i] += max(0.0, fresh[i] - self.compiling[key]) + fresh[i] * self.hit_fraction
+            else:
+                seconds[i] += fresh[i]
         return seconds

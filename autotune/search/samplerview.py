@@ -95,12 +95,18 @@ class OrdinalView(DelegatingSampler):
         score = getattr(self.inner, "score", None)
         return score(self._view(study), [self.encode(c) for c in configurations]) if score is not None else None
 
-    def set_compiled_ahead(self, configurations: Callable[[], Sequence[Mapping[str, Any]]]) -> bool:
-        """Tell the inner sampler which configurations' graphs were compiled ahead (as stored); False where it does
-        not price compiles."""
-        if not hasattr(self.inner, "compiled_ahead"):
+    def set_compiled_ahead(
+        self,
+        configurations: Callable[[], Sequence[Mapping[str, Any]]],
+        compiling: Callable[[], Sequence[tuple[Mapping[str, Any], float]]] = tuple,
+    ) -> bool:
+        """Tell the inner sampler which configurations' graphs were compiled ahead, and which are being compiled
+        ahead with the seconds each compile has run (configurations as stored); False where it does not price
+        compiles."""
+        if not (hasattr(self.inner, "compiled_ahead") and hasattr(self.inner, "compiling_ahead")):
             return False
         self.inner.compiled_ahead = lambda: [self.encode(c) for c in configurations()]
+        self.inner.compiling_ahead = lambda: [(self.encode(c), s) for c, s in compiling()]
         return True
 
     # --- encodings ------------------------------------------------------------------------------

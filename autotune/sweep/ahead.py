@@ -12,7 +12,9 @@ background (:mod:`autotune.trial.ahead`: the configuration's graphs compiled int
   default trial runs nothing is scored yet, and the next trial is the informed start: its likely graphs are
   compiled then (:meth:`CompileAhead.speculate`, :func:`autotune.sweep.informed.likely_starts`);
 - what the search then knows: the sampler prices those graphs as compiled (a trial of one costs a compile from
-  the cache), as it prices the graphs trials compiled; that is what they cost now;
+  the cache), as it prices the graphs trials compiled, and a graph still compiling at the rest of its compile
+  (the predicted fresh compile less the seconds it has run) plus a repeat: that is what they cost now, so the
+  search measures something else while a graph compiles unless it is worth the wait;
 - what a trial whose graph is still being compiled ahead does: it waits for that compile to end rather than
   start the same compile again, and the wait counts as its compile (``compile_ahead_wait_s``, part of its
   ``compile_s``: the GPU was idle), so the sweep's figures stay honest; a trial whose graph was compiled ahead
@@ -108,6 +110,12 @@ class CompileAhead:
     def compiled(self) -> list[dict[str, Any]]:
         """The configurations whose graphs were compiled ahead, for the sampler to price as compiled."""
         return [c.params for c in self.done.values() if c.ok]
+
+    def compiling(self) -> list[tuple[dict[str, Any], float]]:
+        """The configurations whose graphs are being compiled ahead, each with the seconds its compile has run: the
+        sampler prices a trial of one at the rest of that compile (its trial would wait for it)."""
+        now = time.monotonic()
+        return [(c.params, now - c.started) for c in self._compiling.values()]
 
     def before(self, params: Mapping[str, Any], compiled_graphs: set[str]) -> float:
         """Called when the trial of ``params`` is about to run: wait if its graph is being compiled ahead (returns the

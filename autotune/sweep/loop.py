@@ -341,7 +341,7 @@ def _compile_ahead(ctx: SweepContext, executor: Executor, role: Role) -> Compile
         ctx.space.budget.trial_timeout_s,
         slots(),
     )
-    return ahead if sampler.set_compiled_ahead(ahead.compiled) else None
+    return ahead if sampler.set_compiled_ahead(ahead.compiled, ahead.compiling) else None
 
 
 def _label(number: int, params: dict[str, object]) -> str:

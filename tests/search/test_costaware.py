@@ -186,6 +186,22 @@ def test_a_graph_compiled_ahead_is_priced_as_compiled() -> None:
     assert CostModel.fit(trials, COMPILE_SPACE).predict([ahead])[0] == pytest.approx(5.0 + 30.0, rel=0.15)
 
 
+def test_a_graph_still_compiling_ahead_costs_the_rest_of_its_compile_then_a_repeat() -> None:
+    """Its trial would wait for the compile ahead (GPU time), then compile from the cache: started 10 s ago, a 30 s
+    compile has 20 s left; one that has run longer than a fresh compile costs a repeat alone."""
+    trials = [
+        TrialCost({"batch_size": 16, "compile_mode": "none", "fused_optimizer": False}, 5.0),
+        TrialCost({"batch_size": 16, "compile_mode": "default", "fused_optimizer": False}, 35.0, 30.0),
+        TrialCost({"batch_size": 16, "compile_mode": "default", "fused_optimizer": True}, 8.0, 3.0),
+    ]
+    compiling = {"batch_size": 32, "compile_mode": "default", "fused_optimizer": False}
+    model = CostModel.fit(trials, COMPILE_SPACE, compiling_ahead={graph_key(compiling): 10.0})
+    assert model.predict([compiling])[0] == pytest.approx(5.0 + 20.0 + 3.0, rel=0.15)
+    late = CostModel.fit(trials, COMPILE_SPACE, compiling_ahead={graph_key(compiling): 45.0})
+    assert late.predict([compiling])[0] == pytest.approx(5.0 + 3.0, rel=0.15)
+    assert CostModel.fit(trials, COMPILE_SPACE).predict([compiling])[0] == pytest.approx(5.0 + 30.0, rel=0.15)
+
+
 def test_a_sweep_that_compiles_ahead_reads_the_scores_and_tells_what_it_compiled() -> None:
     """What autotune.sweep.ahead asks of the sampler, through the ordinal view (batch sizes stored by value, seen as
     indices): scores of whole configurations, and the configurations compiled ahead, then priced as compiled."""
@@ -203,10 +219,14 @@ def test_a_sweep_that_compiles_ahead_reads_the_scores_and_tells_what_it_compiled
     before = view.score(study, [fresh])
     assert before is not None and before[0] > 0
     compiled: list[dict[str, Any]] = []
-    assert view.set_compiled_ahead(lambda: compiled)
+    compiling: list[tuple[dict[str, Any], float]] = [(fresh, 20.0)]  # its compile ahead has run 20 s of about 30
+    assert view.set_compiled_ahead(lambda: compiled, lambda: compiling)
+    waiting = view.score(study, [fresh])
+    assert waiting is not None and before[0] < waiting[0]  # the rest of the compile is cheaper than all of it
+    compiling.clear()
     compiled.append(fresh)
     after = view.score(study, [fresh])
-    assert after is not None and after[0] > 2 * before[0]  # the same gain for a fraction of the seconds
+    assert after is not None and after[0] > 2 * before[0] and after[0] > waiting[0]  # a fraction of the seconds
     # A sampler that prices no compile takes no part.
     assert OrdinalView(optuna.samplers.RandomSampler(), {}).score(study, [fresh]) is None
 
