@@ -48,7 +48,9 @@ MIN_CPUS = 8
 # Cores per compile ahead running at once: a compile is mostly one Python thread (tracing, Inductor's code
 # generation) with bursts of kernel builds. On an H100 host of 16 cores two compiles ahead beside a compiled ResNet-50
 # trial left its throughput as it was (+0.12%, BENCHMARKS.md), and two could not keep up with the search (GPT-2's
-# trials waited 23-25 s for compiles ahead started a trial before): four there.
+# trials waited 23-25 s for compiles ahead started a trial before): four there. With four, GPT-2's search compiled
+# 23% of its trial time (37% with two); ResNet-50's compiles ahead each took longer (48-56 s against 42-49 s), and
+# its search still compiled 57% of the time (49% with two, one run each): not settled.
 CPUS_PER_COMPILE = 4
 Score = Callable[[Sequence[Mapping[str, Any]]], Any]  # configurations -> their scores (None: cannot score yet)
 
