@@ -164,7 +164,7 @@ class CostModel:
         fresh_model = log_fit(fresh) if fresh else None
         fraction = min(1.0, statistics.median(hits)) if hits else PRIOR_HIT_FRACTION
         compiled = frozenset(first) | frozenset(compiled_ahead) if use_cache else frozenset()
-        compiling = {k: s for k, s in (compiling_ahead or {}).items() if k not in compiled} if use_cache else {}
+        compiling = dict(compiling_ahead or {}) if use_cache else {}  # a compiled key is priced as compiled first
         return cls(encoding, run, fresh_model, fraction if use_cache else 1.0, compiled, compiling)
 
     def predict(self, configurations: Sequence[Mapping[str, Any]]) -> np.ndarray:

@@ -135,20 +135,22 @@ class CompileAhead:
         self._start_next({key} | compiled_graphs if key is not None else compiled_graphs)
         return waited
 
-    def speculate(self, configurations: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def speculate(self, configurations: Sequence[Mapping[str, Any]], what: str) -> None:
         """Start compiling these configurations' graphs now, in the free slots, in the order given: the search's
-        likely next ones before it can score any (the informed start, while the default trial runs). Returns those
-        started; a configuration outside the listed ones, or whose graph is done or compiling, is passed over."""
+        likely next ones before it can score any (the informed start, while the default trial runs), ``what`` they
+        are in the progress line. A configuration outside the listed ones, or whose graph is done or compiling, is
+        passed over."""
         listed = {key for key, _ in self.configurations}
-        started: list[dict[str, Any]] = []
+        batches: list[str] = []
         for params in configurations:
             key = graph_key(params)
             if len(self._compiling) >= self.slots:
                 break
             if key is not None and key in listed and key not in self.done and key not in self._compiling:
                 self._start(key, dict(params))
-                started.append(dict(params))
-        return started
+                batches.append(str(params.get("batch_size", "-")))
+        if batches:
+            self.progress.message(f"compiling ahead, {what} (batch {', '.join(batches)})")
 
     def account(self, params: Mapping[str, Any], result: TrialResult, waited: float) -> None:
         """Note on ``result`` what compiling ahead did for its trial: the wait (GPU time: part of its compile, whether

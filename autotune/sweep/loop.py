@@ -236,22 +236,12 @@ class Sweep:
         if self.ahead is None or proposal.answer is not None:
             return 0.0
         record = self.ctx.records.trial(proposal.trial.number)
-        if record.default:
-            self._compile_informed_start_ahead(record)
+        if record.default:  # nothing is scored yet, and the informed start comes next: its likely graphs
+            likely = self.informed.likely(record, self.ahead.slots)
+            self.ahead.speculate(likely, "while the default trial runs, the informed start's likely graph")
         compiled = {key for r in self.ctx.records.measured if r.compile_s > 0 and (key := graph_key(r.params))}
         with self.signals.interruptible():  # waiting for a compile: a stop signal ends it at once
             return self.ahead.before(proposal.params, compiled)
-
-    def _compile_informed_start_ahead(self, default: TrialRecord) -> None:
-        """While the default trial runs, compile the informed start's likely graphs: it comes next, and nothing
-        else is known yet for the sampler to score (its batch is a guess until the default's peak is measured)."""
-        assert self.ahead is not None
-        started = self.ahead.speculate(self.informed.likely(default, self.ahead.slots))
-        if started:
-            batches = ", ".join(str(params.get("batch_size", "-")) for params in started)
-            self.ctx.progress.message(
-                f"compiling ahead, while the default trial runs, the informed start's likely graph (batch {batches})"
-            )
 
     def _measure(self, proposal: Proposal) -> TrialResult:
         with self.signals.interruptible():  # the wait for the trial process: a stop signal ends it at once
