@@ -63,9 +63,12 @@ def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
     applied = time.perf_counter()
     laid_out = [prepare_pair(ctx, batch) for batch in batches]
     step = TrainStep(workload, model, ctx, optimizer, lambda index: laid_out[index % len(laid_out)])
+    step_s = []  # each first step on its own: where the start goes (compile in the first, a CUDA graph's record)
     for index in range(steps):
+        begun = time.perf_counter()
         step(index)
-    sync()
+        sync()
+        step_s.append(time.perf_counter() - begun)
     first_s = time.perf_counter() - started
     steady_ms = []
     for index in range(steps, steps + steady):
@@ -74,7 +77,7 @@ def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
         sync()
         steady_ms.append((time.perf_counter() - begun) * 1e3)
     load = cfg.artifacts_load
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import calculate_time_spent, counters
 
     return {
         "first_steps_s": first_s,
@@ -83,12 +86,26 @@ def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
         "compile_s": first_s - steps * statistics.median(steady_ms) / 1e3,  # the first steps less their steady time
         "artifacts_loaded": load.loaded if load is not None else None,
         "artifacts_load_s": load.seconds if load is not None else None,
+        "step_s": [round(s, 3) for s in step_s],
+        # the compiler's own clocks (Dynamo, AOTAutograd, Inductor, kernel loads): the rest of the first steps is
+        # run-time work done once (cuDNN's algorithm search, CUDA graph recording, launcher builds)
+        "compiler_clocks": {key: round(value, 2) for key, value in calculate_time_spent().items()},
+        "triton_cache_files": _files_by_suffix(os.environ.get("TRITON_CACHE_DIR")),
         "fx_graph_cache_hits": counters["inductor"]["fxgraph_cache_hit"],
         # kernels timed by coordinate descent in this process: 0 when the shipped tuned block sizes were all taken
         "coordesc_benchmarks": counters["inductor"]["coordesc_tuning_bench"],
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": str(torch.__version__),
     }
+
+
+def _files_by_suffix(folder: str | None) -> dict[str, int]:
+    """How many files of each suffix a cache folder holds (Triton's: cubins, launchers built on the spot)."""
+    found: dict[str, int] = {}
+    for path in Path(folder).rglob("*") if folder else ():
+        if path.is_file():
+            found[path.suffix or path.name] = found.get(path.suffix or path.name, 0) + 1
+    return found
 
 
 # --- the parent: fresh processes, empty caches --------------------------------------------------------------------
@@ -122,6 +139,19 @@ def without_artifacts(tuned: Path, folder: Path) -> Path:
     return plain
 
 
+def variant(tuned: Path, changes: dict[str, str]) -> Path:
+    """``tuned`` with some knobs changed, its artifacts kept (beside it): which part of the start a knob costs
+    (e.g. ``cudnn_benchmark=false``: cuDNN's algorithm search), from the same compile."""
+    import yaml
+
+    data = yaml.safe_load(tuned.read_text())
+    data["knobs"] = {**data["knobs"], **{key: yaml.safe_load(value) for key, value in changes.items()}}
+    name = "-".join(f"{key}={value}" for key, value in changes.items()).replace("/", "_")
+    changed = tuned.with_name(f"{tuned.stem}.{name}.yaml")
+    changed.write_text(yaml.safe_dump(data, sort_keys=False))
+    return changed
+
+
 def capture(workload: str, preset: str, params: dict[str, str], device: str, folder: Path) -> Path:
     """One trial of the configuration (its artifacts saved), written as a tuned config with them beside it."""
     import yaml
@@ -138,6 +168,8 @@ def capture(workload: str, preset: str, params: dict[str, str], device: str, fol
     saved = result.extra.get("compile_artifacts")
     if not result.ok or saved is None:
         sys.exit(f"the trial ended {result.status.value}: {result.reason or 'it saved no compile artifacts'}")
+    # what the first steps cost without artifacts, as the trial measured it (its compile options are production's)
+    print(f"captured: the trial's compile_s {result.metrics.get('compile_s')}", file=sys.stderr, flush=True)
     artifacts = compileartifacts.Artifacts.from_dict(saved, "the trial's compile artifacts")
     source = folder / "study-cache" / compileartifacts.FOLDER / artifacts.file
     tuned = folder / "tuned.yaml"
@@ -168,10 +200,11 @@ def report(runs: dict[str, list[dict[str, Any]]], steps: int) -> list[str]:
                 f"{label:8} {run['first_steps_s']:9.1f} s {run['compile_s']:7.1f} s {run['steady_step_ms']:9.2f} ms"
                 f"   {loaded}"
             )
-    best = {label: min(r["first_steps_s"] for r in found) for label, found in runs.items()}
+    best = {label: min(r["first_steps_s"] for r in found) for label, found in runs.items() if found}
     compile_with = min(r["compile_s"] for r in runs["with"])
+    ratio = f"{best['with'] / best['without']:.2f}" if "without" in best else "(not run)"
     lines.append(
-        f"with/without: {best['with'] / best['without']:.2f} of the first steps' time; compile with the artifacts"
+        f"with/without: {ratio} of the first steps' time; compile with the artifacts"
         f" {compile_with:.1f} s ({runs['with'][0]['device']}, torch {runs['with'][0]['torch']})"
     )
     return lines
@@ -191,6 +224,14 @@ def main() -> None:
         "--with-first", action="store_true", help="run 'with' before 'without' (a slow 'without' may be cut off)"
     )
     parser.add_argument("--warm", action="store_true", help="also a run reusing the 'with' run's cache folders")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="also a 'with' run with these knobs changed (the same artifacts): what a knob costs at the start",
+    )
+    parser.add_argument("--skip-without", action="store_true", help="no run without the artifacts (a long compile)")
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -209,6 +250,7 @@ def main() -> None:
         plain = without_artifacts(tuned, folder)
         runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
         order = ("with", "without") if args.with_first else ("without", "with")
+        order = tuple(label for label in order if not (args.skip_without and label == "without"))
         for repeat in range(args.repeats):
             for label in order:
                 run = measure(
@@ -216,8 +258,14 @@ def main() -> None:
                 )
                 print(f"{label}: {json.dumps(run)}", file=sys.stderr, flush=True)  # a cut-off benchmark keeps it
                 runs[label].append(run)
+        for number, changes in enumerate(args.variant):
+            changed = variant(tuned, dict(pair.split("=", 1) for pair in changes.split(",")))
+            run = measure(changed, folder / f"caches-variant-{number}", args.steps, args.steady)
+            print(f"with {changes}: {json.dumps(run)}", file=sys.stderr, flush=True)
+            runs[f"with {changes}"] = [run]
         if args.warm:
             runs["warm"] = [measure(tuned, folder / "caches-with-0", args.steps, args.steady)]
+            print(f"warm: {json.dumps(runs['warm'][0])}", file=sys.stderr, flush=True)
         print(json.dumps(runs, indent=2) if args.json else "\n".join(report(runs, args.steps)))
 
 
