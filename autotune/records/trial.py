@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
@@ -300,10 +300,16 @@ def read_trial(
         finalist_of=attrs.get(schema.ATTR_FINALIST_OF),
         worker=attrs.get(schema.ATTR_WORKER),
         gpu=attrs.get(schema.ATTR_GPU),
-        started=trial.datetime_start,
+        started=_taken_up(trial.datetime_start, attrs),
         ended=trial.datetime_complete,
         mlflow_run_id=attrs.get(schema.ATTR_MLFLOW_RUN),
         trial_id=trial._trial_id,
         informed=bool(attrs.get(schema.ATTR_INFORMED)),
         prepared_s=max(0.0, finite(attrs.get(schema.ATTR_PREPARED_S)) or 0.0),
     )
+
+
+def _taken_up(started: datetime | None, attrs: Mapping[str, Any]) -> datetime | None:
+    """When the trial began to run: Optuna's start, or after it stood parked (schema.ATTR_PARKED_S) that much later."""
+    parked = finite(attrs.get(schema.ATTR_PARKED_S))
+    return started + timedelta(seconds=parked) if started is not None and parked else started

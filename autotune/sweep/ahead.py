@@ -84,6 +84,7 @@ class _Compiling:
     params: dict[str, Any]
     running: Running
     started: float
+    claimed: bool = False  # a parked trial waits for it (autotune.sweep.parking): never stopped to make room
 
 
 class CompileAhead:
@@ -130,10 +131,35 @@ class CompileAhead:
             self.progress.message(f"waiting for the compile ahead of this trial's graph (started {_ago(own)})")
             self._collect(own, self.timeout_s)
             waited = time.monotonic() - started
-        for compiling in [c for c in self._compiling.values() if c.running.ready()]:
-            self._collect(compiling, 0)
+        self.poll()
         self._start_next({key} | compiled_graphs if key is not None else compiled_graphs)
         return waited
+
+    def claim(self, params: Mapping[str, Any], compiled_graphs: set[str]) -> bool:
+        """See that the graph of ``params``, a trial that would otherwise compile it or wait for it, is compiled
+        ahead (:mod:`autotune.sweep.parking`): True when it is, already or from now on (in a free slot, or in place of
+        the youngest compile no trial waits for); False when it needs no compile (``compiled_graphs``: the graph keys
+        trials compiled) or cannot have one (compiled ahead already, or failed; every slot held for a trial)."""
+        key = graph_key(params)
+        if key is None or key in compiled_graphs:
+            return False
+        self.poll()
+        if key not in self._compiling:
+            if key in self.done or not self._room():
+                return False
+            self._start(key, dict(params))
+        self._compiling[key].claimed = True
+        return True
+
+    def ended(self, params: Mapping[str, Any]) -> bool:
+        """Whether no compile ahead of the graph of ``params`` is running now."""
+        self.poll()
+        return graph_key(params) not in self._compiling
+
+    def poll(self) -> None:
+        """Take in the compiles ahead that have ended."""
+        for compiling in [c for c in self._compiling.values() if c.running.ready()]:
+            self._collect(compiling, 0)
 
     def speculate(self, configurations: Sequence[Mapping[str, Any]], what: str) -> None:
         """Start compiling these configurations' graphs now, in the free slots, in the order given: the search's
@@ -192,6 +218,19 @@ class CompileAhead:
             self._start(key, params)
             if len(self._compiling) >= self.slots:
                 return
+
+    def _room(self) -> bool:
+        """A free slot, made where needed by stopping the youngest compile no trial waits for (a guess: the search
+        may pick it again later, and it then compiles again)."""
+        if len(self._compiling) < self.slots:
+            return True
+        guesses = [c for c in self._compiling.values() if not c.claimed]
+        if not guesses:
+            return False
+        youngest = max(guesses, key=lambda c: c.started)
+        youngest.running.kill()
+        del self._compiling[youngest.key]
+        return True
 
     def _start(self, key: str, params: dict[str, Any]) -> None:
         running = self.executor.runner.compile_ahead(self.executor.spec(params))

@@ -1,8 +1,9 @@
 """One sweep worker: the proposal loop, then the finishing stages, then the summary.
 
-Per proposal: the proposer asks and decides how it is answered -> the executor measures what must
-run (meanwhile the CPU compiles the search's next graph: :mod:`autotune.sweep.ahead`) -> the recorder writes
-the outcome to the study and MLflow -> the progress line. The loop stops
+Per turn (:mod:`autotune.sweep.turns`): the proposer asks and decides how it is answered -> the executor measures
+what must run (meanwhile the CPU compiles the search's next graphs: :mod:`autotune.sweep.ahead`; a trial whose graph
+is still compiling steps aside for others: :mod:`autotune.sweep.parking`) -> the recorder writes the outcome to the
+study and MLflow -> the progress line. The loop stops
 at the budget (every worker's measured trials count), the time limit, ``--patience``, an exhausted
 space, or (``--gpus`` workers) a device that fails its check. While trials other workers are running
 take the rest of the budget, it waits for them instead: one whose worker died is failed and retried
@@ -19,20 +20,15 @@ import time
 from collections.abc import Callable
 
 import optuna
-from optuna.trial import TrialState
 
 from autotune.interrupts import Interrupted, StopSignals
-from autotune.labels import trial_run_name
-from autotune.records import StudyRecords, TrialKind, TrialRecord
-from autotune.results import TrialResult
-from autotune.search.costmodel import graph_key
+from autotune.records import StudyRecords
 from autotune.search.samplerview import OrdinalView
 from autotune.space import Space
 from autotune.space.configurations import list_configurations
-from autotune.storage.rdb import close_storage, heartbeat, quiet_optuna, worker_id
+from autotune.storage.rdb import close_storage, worker_id
 from autotune.storage.studies import redact_url
 from autotune.sweep.ahead import CompileAhead, slots, wanted
-from autotune.sweep.compilegain import pruning_for
 from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.devicegate import DeviceGate
 from autotune.sweep.ending import sweep_ended
@@ -45,16 +41,16 @@ from autotune.sweep.lease import open_leases
 from autotune.sweep.options import Executor, SweepOptions, SweepSummary
 from autotune.sweep.orphans import OrphanWatch
 from autotune.sweep.profile import Profile
-from autotune.sweep.proposals import Proposal, Proposer
+from autotune.sweep.proposals import Proposer
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.remeasure import Remeasure
 from autotune.sweep.report_stage import Report
-from autotune.sweep.requeue import record_interrupted
 from autotune.sweep.setup import enqueue_first_trials, open_study, study_info, trial_budget
 from autotune.sweep.summary import summarize
 from autotune.sweep.timelimit import TimeLimit
+from autotune.sweep.turns import TrialTurns
 from autotune.sweep.workerevents import Role
-from autotune.views.progress import Progress, winner_text
+from autotune.views.progress import Progress
 
 __all__ = ["MAX_SKIPS_IN_A_ROW", "Sweep"]
 
@@ -110,7 +106,8 @@ class Sweep:
         self.finishing = Finishing(self.ctx, leases, self.orphans, self.signals, self.proposer.worker)
         # Queued once the default is measured (autotune/sweep/informed.py).
         self.informed = InformedStart(self.ctx, leases, self.proposer.worker, self.signals)
-        self.ahead = _compile_ahead(self.ctx, executor, role)  # None: this worker compiles nothing ahead
+        ahead = _compile_ahead(self.ctx, executor, role)  # None: this worker compiles nothing ahead
+        self.turns = TrialTurns(self.ctx, self.proposer, self.recorder, self.signals, self.device, self.informed, ahead)
         self._waiting = False  # for other workers' trials that take the rest of the budget (said once per wait)
 
     def run(self) -> SweepSummary:
@@ -119,7 +116,7 @@ class Sweep:
         SIGINT and SIGTERM raise :class:`~autotune.interrupts.Interrupted` (see :meth:`one_trial` for the
         trial they stop); the caller says how to resume.
         """
-        ctx, started = self.ctx, time.time()
+        ctx, started, ahead = self.ctx, time.time(), self.turns.ahead
         try:
             with self.signals:
                 if self.role == "finish":
@@ -129,8 +126,8 @@ class Sweep:
                         try:
                             reason = self._search()
                         finally:
-                            if self.ahead is not None:
-                                self.ahead.stop()  # the finishing stages run alone
+                            if ahead is not None:
+                                ahead.stop()  # the finishing stages run alone
                 if self.device.failure is None and self.role != "search":  # a failed device runs nothing more
                     self.finishing.run(self._stages(), searched=len(ctx.records.measured))
             ctx.progress.close()
@@ -160,17 +157,27 @@ class Sweep:
         ctx.progress.budget, ctx.progress.deadline = self.budget, self.deadline
         ctx.progress.done = ctx.records.tally().measured
         skips = 0
-        while True:
-            with self.signals.deferred():
-                self._retry_orphans()
-                if reason := self._stop_reason(skips):
-                    return reason
-                if self._budget_held_by_others():
-                    self._wait_for_others()
-                    continue
-                self._waiting = False
-                self.informed.queue()
-                skips = 0 if self.one_trial() else skips + 1
+        try:
+            while True:
+                with self.signals.deferred():
+                    self._retry_orphans()
+                    if reason := self._stop_reason(skips):
+                        self.turns.end_parked(measure=self.device.failure is None)
+                        return reason
+                    if self.turns.take_parked(urgent=skips > 0 or self._budget_held_by_others()):
+                        continue  # a trial parked while its graph compiled ahead (autotune.sweep.parking)
+                    if self._budget_held_by_others():
+                        self._wait_for_others()
+                        continue
+                    self._waiting = False
+                    self.informed.queue()
+                    skips = 0 if self.one_trial() else skips + 1
+        except Interrupted as stop:
+            self.turns.release_parked(stop.signame)
+            raise
+        except BaseException:
+            self.turns.release_parked("an error of the sweep")
+            raise
 
     def _join(self) -> str:
         """A finishing worker's start: the search is the other workers' and has ended; take in what they found."""
@@ -194,62 +201,9 @@ class Sweep:
         return [*stages, Report()]  # last: it draws what the others measured
 
     def one_trial(self) -> bool:
-        """Propose, answer or measure, record. True when the trial was measured (it counts in the budget).
-
-        A stop signal while the trial process runs kills it and records the trial as interrupted, its
-        configuration queued to run first when the sweep resumes (:mod:`autotune.sweep.requeue`);
-        one that arrives at any other moment ends the sweep after this trial is recorded.
-        """
-        ctx = self.ctx
-        with self.signals.deferred():
-            trial = self.proposer.ask()
-            started = time.monotonic()
-            chosen = False  # a configuration to measure was chosen: an interrupted trial queues it again
-            try:
-                with heartbeat(ctx.storage, trial._trial_id):
-                    proposal = self.proposer.propose(trial)
-                    chosen = proposal.kind is TrialKind.MEASURED
-                    label = _label(trial.number, proposal.params)
-                    if ctx.records.trial(trial.number).informed:
-                        label = f"informed start: {label}"
-                    ctx.progress.started(label)
-                    waited = self._before_measuring(proposal)
-                    result = proposal.answer or self._measure(proposal)
-                    if self.ahead is not None and proposal.answer is None:
-                        self.ahead.account(proposal.params, result, waited)
-            except Interrupted as stop:
-                record_interrupted(ctx.study, trial, stop.signame, queue_again=chosen)
-                again = ": not counted, it runs again when the sweep resumes" if chosen else ""
-                ctx.progress.message(f"trial {trial.number} interrupted by {stop.signame}{again}")
-                raise
-            except BaseException:
-                with quiet_optuna():
-                    ctx.study.tell(trial, state=TrialState.FAIL)  # bad input or a bug: leave nothing RUNNING
-                raise
-            self.recorder.record(proposal, result)
-            ctx.records.refresh()
-            self._report(label, proposal, result, time.monotonic() - started)
-            return proposal.kind is TrialKind.MEASURED
-
-    def _before_measuring(self, proposal: Proposal) -> float:
-        """Keep the compile ahead going (:mod:`autotune.sweep.ahead`); the seconds this trial waited for its own."""
-        if self.ahead is None or proposal.answer is not None:
-            return 0.0
-        record = self.ctx.records.trial(proposal.trial.number)
-        if record.default:  # nothing is scored yet, and the informed start comes next: its likely graphs
-            likely = self.informed.likely(record, self.ahead.slots)
-            self.ahead.speculate(likely, "while the default trial runs, the informed start's likely graph")
-        compiled = {key for r in self.ctx.records.measured if r.compile_s > 0 and (key := graph_key(r.params))}
-        with self.signals.interruptible():  # waiting for a compile: a stop signal ends it at once
-            return self.ahead.before(proposal.params, compiled)
-
-    def _measure(self, proposal: Proposal) -> TrialResult:
-        with self.signals.interruptible():  # the wait for the trial process: a stop signal ends it at once
-            result = self.ctx.executor(
-                proposal.params, self.ctx.space.budget.trial_timeout_s, pruning_for(self.ctx, proposal.params)
-            )
-        self.device.used()
-        return result
+        """One turn: propose, then measure (or park while its graph compiles ahead), record
+        (:class:`~autotune.sweep.turns.TrialTurns`). True when the trial counts in the budget."""
+        return self.turns.take()
 
     @property
     def device_failure(self) -> str | None:
@@ -305,12 +259,6 @@ class Sweep:
             "storage": redact_url(ctx.options.storage),
         }
 
-    def _report(self, label: str, proposal: Proposal, result: TrialResult, seconds: float) -> None:
-        records = self.ctx.records
-        measured = proposal.kind is TrialKind.MEASURED
-        outcome = _outcome(proposal, records.trial(proposal.trial.number), result, records.metric)
-        self.ctx.progress.finished(label, outcome, seconds, measured, records.tally(), winner_text(records))
-
 
 def _compile_ahead(ctx: SweepContext, executor: Executor, role: Role) -> CompileAhead | None:
     """A compile ahead for this worker where it is wanted and can choose its graphs (:mod:`autotune.sweep.ahead`)."""
@@ -332,26 +280,3 @@ def _compile_ahead(ctx: SweepContext, executor: Executor, role: Role) -> Compile
         slots(),
     )
     return ahead if sampler.set_compiled_ahead(ahead.compiled, ahead.compiling) else None
-
-
-def _label(number: int, params: dict[str, object]) -> str:
-    return trial_run_name(number, params)
-
-
-def _outcome(proposal: Proposal, record: TrialRecord, result: TrialResult, metric: str) -> str:
-    """What the progress line says of a finished proposal: its outcome as the records name it."""
-    if proposal.kind is TrialKind.DUPLICATE:
-        source = proposal.source
-        return f"same as trial {source.number}, not run again" if source else str(result.reason)
-    if proposal.kind in (TrialKind.REJECTED, TrialKind.SURPLUS):
-        return str(result.reason)
-    if not record.ok:
-        return f"{record.outcome}: {record.reason}"
-    unit = record.metrics.get("throughput_unit", "") if metric == "throughput" else ""
-    value = record.value if record.value is not None else float("nan")
-    outcome = f"{record.outcome} {metric} {value:,.4g} {unit}".rstrip()
-    if record.outcome == "infeasible":
-        outcome += f" (broke a constraint: {record.reason})" if record.reason else " (broke a constraint)"
-    if record.metrics.get("gpu_other_processes"):
-        outcome += " (WARNING: other processes used the GPU while it was timed: not trustworthy)"
-    return "".join([outcome, *(f" (WARNING: {warning})" for warning in result.warnings)])

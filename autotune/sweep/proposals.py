@@ -93,7 +93,11 @@ class Proposer:
             # the history): the one that collided draws from fresh entropy from now on.
             self.study.sampler.reseed_rng()
         if earlier is not None and earlier.state is TrialState.RUNNING:
-            reason = f"being measured by trial {earlier.number} (another worker)"
+            reason = (
+                f"parked as trial {earlier.number} until its graph is compiled ahead"  # autotune.sweep.parking
+                if earlier.worker == self.worker
+                else f"being measured by trial {earlier.number} (another worker)"
+            )
             return Proposal(trial, params, TrialKind.DUPLICATE, TrialResult.failed(Status.INVALID, reason, params))
         if earlier is not None:
             assert earlier.result is not None  # measured trials have a result
@@ -161,5 +165,5 @@ class Proposer:
         sweep's earlier trials, orphans of a killed run included, were created before it started.
         """
         if trial.state is TrialState.RUNNING:
-            return True
+            return trial.worker != self.worker  # this worker's own: a trial it parked (autotune.sweep.parking)
         return trial.number >= self.first_new_trial and trial.worker != self.worker

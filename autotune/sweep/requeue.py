@@ -21,14 +21,15 @@ from autotune.storage.rdb import quiet_optuna
 __all__ = ["record_interrupted"]
 
 
-def record_interrupted(study: optuna.Study, trial: Trial, signame: str, *, queue_again: bool) -> None:
-    """Finish ``trial`` as interrupted by ``signame``; ``queue_again`` queues its configuration again.
+def record_interrupted(study: optuna.Study, trial: Trial, cause: str, *, queue_again: bool) -> None:
+    """Finish ``trial`` as interrupted by ``cause`` (a signal's name, or what stopped it: "an error of the sweep");
+    ``queue_again`` queues its configuration again.
 
     Leave ``queue_again`` False for a trial whose configuration was not chosen yet (nothing to re-run).
     """
     again = "; it runs again when the sweep resumes" if queue_again else ""
     trial.set_user_attr(schema.ATTR_STATUS, schema.INTERRUPTED)
-    trial.set_user_attr(schema.ATTR_REASON, f"interrupted by {signame} before it finished{again}")
+    trial.set_user_attr(schema.ATTR_REASON, f"interrupted by {cause} before it finished{again}")
     with quiet_optuna():
         study.tell(trial, state=TrialState.FAIL)
     if queue_again:

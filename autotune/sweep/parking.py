@@ -1,0 +1,104 @@
+"""Parking: a trial that would wait for its graph's compile steps aside, and the GPU measures other trials meanwhile.
+
+With compiles ahead (:mod:`autotune.sweep.ahead`) a trial whose graph was still compiling waited for that compile,
+the GPU idle: on an H100 the informed start waited 50 s for ResNet-50's graph (17 s for GPT-2's), and trials the
+sampler chose waited up to 33 s more, while eager trials that need no compile were still to come. So a proposal that
+would compile, or wait for a compile, is parked instead where a compile slot can take its graph
+(:meth:`~autotune.sweep.ahead.CompileAhead.claim`: the compile ahead already running, else one started now, in a
+free slot or in place of the youngest guess no trial waits for), and the next ask measures another configuration.
+
+A parked trial is measured (before the next ask) as soon as its graph's compile has ended, first when the budget's
+last trials are parked ones (it then waits for its compile), and when the search stops. Only where the search
+cannot go on measuring (its device was taken out, a stop signal, an error) is it recorded as interrupted and queued
+again for a resumed sweep, like a trial stopped by Ctrl-C: nothing chosen is lost.
+
+To Optuna a parked trial is RUNNING, its heartbeat kept: it holds its place in the budget, other workers leave it
+alone, and a proposal of the same configuration is answered as a repeat of it. Its record starts when it was taken
+up again (``autotune.parked_s``, :mod:`autotune.records.schema`), so its duration, and with it the sweep's GPU-time
+figures, count its measurement and not the trials measured while it stood aside.
+
+One trial is parked at a time. The sampler learns nothing from a parked trial until it is measured, and on an H100
+(BENCHMARKS.md, seventh session) parking up to one trial per compile slot let TPE propose four more configurations
+of one poor region while the first waited: all four were pruned after their compiles (the pruned share rose from 5%
+to 33% of ResNet-50's search) and the winner came out 4% lower. With the informed start alone parked, six eager
+trials ran during its compile and it then waited for nothing (18 s, against 58 s waiting before).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import optuna
+
+from autotune.records import schema
+from autotune.storage.rdb import heartbeat
+from autotune.sweep.ahead import CompileAhead
+from autotune.sweep.proposals import Proposal
+from autotune.sweep.requeue import record_interrupted
+from autotune.views.progress import Progress
+
+__all__ = ["Parked", "Parking"]
+
+
+@dataclass
+class Parked:
+    """A proposal standing aside until its graph's compile ahead ends; its progress-line label."""
+
+    proposal: Proposal
+    label: str
+    since: float = field(default_factory=time.monotonic)
+    beat: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # its heartbeat while parked
+
+
+class Parking:
+    """The trials of one worker parked while their graphs compile ahead (see the module docstring)."""
+
+    def __init__(
+        self, ahead: CompileAhead, study: optuna.Study, storage: optuna.storages.BaseStorage, progress: Progress
+    ) -> None:
+        self.ahead = ahead
+        self.study = study
+        self.storage = storage
+        self.progress = progress
+        self._parked: list[Parked] = []
+
+    def __len__(self) -> int:
+        return len(self._parked)
+
+    def park(self, proposal: Proposal, label: str, compiled_graphs: set[str]) -> bool:
+        """Park ``proposal`` if its graph would be compiled, or waited for, in its trial and a compile ahead can take
+        it (``compiled_graphs``: the graph keys trials compiled); True when parked, False to measure it now."""
+        if self._parked or not self.ahead.claim(proposal.params, compiled_graphs):  # one at a time (docstring)
+            return False
+        parked = Parked(proposal, label)
+        parked.beat.enter_context(heartbeat(self.storage, proposal.trial._trial_id))
+        self._parked.append(parked)
+        self.progress.message(
+            f"trial {proposal.trial.number} steps aside until its graph is compiled ahead; other trials run meanwhile"
+        )
+        return True
+
+    def ready(self) -> Parked | None:
+        """The first parked trial whose graph's compile ahead has ended, taken up; None while all still compile."""
+        found = next((p for p in self._parked if self.ahead.ended(p.proposal.params)), None)
+        return self._take(found) if found is not None else None
+
+    def oldest(self) -> Parked | None:
+        """The trial parked longest, taken up (its trial waits for what is left of its compile); None when none is."""
+        return self._take(self._parked[0]) if self._parked else None
+
+    def release(self, cause: str) -> None:
+        """Record every parked trial as interrupted by ``cause`` and queue its configuration again (a resumed sweep
+        measures it first): the search cannot measure them."""
+        for parked in self._parked:
+            parked.beat.close()
+            record_interrupted(self.study, parked.proposal.trial, cause, queue_again=True)
+        self._parked.clear()
+
+    def _take(self, parked: Parked) -> Parked:
+        self._parked.remove(parked)
+        parked.beat.close()  # the measurement beats for it from here
+        parked.proposal.trial.set_user_attr(schema.ATTR_PARKED_S, time.monotonic() - parked.since)
+        return parked

@@ -1,0 +1,87 @@
+"""A trial whose graph is still compiling ahead steps aside (autotune.sweep.parking): real sweeps, real trial
+processes, Inductor on the CPU. Other trials are measured meanwhile, the parked one when its compile has ended or the
+budget's last trials are parked; its record counts its measurement only; a stop signal queues it again."""
+
+from __future__ import annotations
+
+import io
+import signal
+import time
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+from study_records import measured_records
+from sweep_processes import start
+
+from autotune.records import schema
+from autotune.space import load_space
+from autotune.sweep import SweepOptions, run_sweep
+from autotune.views.progress import Progress
+
+# Four configurations of six: the default (eager, batch 16), then the informed start (compiled, batch 16), whose graph
+# is compiled ahead while the default runs and is still compiling when the default ends.
+SPACE = """
+workload: {name: "trial_workloads:tiny_mlp", preset: tiny}
+device: cpu
+objective: {metric: throughput, direction: maximize}
+budget: {trials: 4, trial_timeout: 5m}
+sampler: {name: tpe, seed: 0}
+params:
+  batch_size: {choices: [16, 32, 64], ordinal: true, default: 16}
+  compile_mode: [none, default]
+"""
+
+
+def test_the_informed_start_steps_aside_while_its_graph_compiles(tmp_path: Path) -> None:
+    (tmp_path / "park.yaml").write_text(SPACE)
+    storage = f"sqlite:///{tmp_path}/park.db"
+    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0)
+    said = io.StringIO()
+    began = time.time()
+    summary = run_sweep(load_space(tmp_path / "park.yaml"), options, Progress(None, None, said))
+    wall_s = time.time() - began
+    assert "trial 1 steps aside until its graph is compiled ahead" in said.getvalue(), said.getvalue()
+    assert summary.measured == 4
+    study = optuna.load_study(study_name="park", storage=storage)
+    assert all(trial.state is TrialState.COMPLETE for trial in study.trials)  # nothing left RUNNING
+    records = {record.number: record for record in measured_records(study)}
+    informed = records[1]
+    assert informed.informed and informed.compiled and informed.ok
+    parked_s = study.trials[1].user_attrs[schema.ATTR_PARKED_S]
+    assert parked_s > 0
+    # Trials asked after it were measured while it stood aside, and its record starts when it was taken up again:
+    # its duration is its measurement's, so the trial times add up to no more than the sweep took.
+    meanwhile = [r for r in records.values() if r.number > 1 and r.ended is not None and r.ended <= informed.started]
+    assert meanwhile, {n: (r.started, r.ended) for n, r in records.items()}
+    assert informed.duration_s < (study.trials[1].datetime_complete - study.trials[1].datetime_start).total_seconds()
+    assert sum(r.duration_s for r in records.values()) < wall_s
+    # The wait for the rest of its compile, if any, still counts as its compile (the GPU would be idle).
+    assert informed.compile_s > 0
+
+
+def test_a_stop_signal_queues_a_parked_trial_again(tmp_path: Path) -> None:
+    (tmp_path / "park.yaml").write_text(SPACE.replace("trials: 4", "trials: 6"))
+    args = ["sweep", "park.yaml", "--no-mlflow", "--remeasure-top", "0", "--prune-below", "0", "--compile-ahead"]
+    proc = start(tmp_path, args)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "steps aside until its graph is compiled ahead" in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    _, rest = proc.communicate(timeout=120)
+    err = "".join(seen) + rest
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "Traceback" not in err, err
+    study = optuna.load_study(study_name="park", storage=f"sqlite:///{tmp_path}/autotune.db")
+    parked = study.trials[1]
+    assert parked.state is TrialState.FAIL, err
+    assert parked.user_attrs[schema.ATTR_STATUS] == schema.INTERRUPTED
+    assert parked.user_attrs[schema.ATTR_REASON].startswith("interrupted by SIGINT"), parked.user_attrs
+    assert not [t for t in study.trials if t.state is TrialState.RUNNING]
+    # Its configuration is queued, still the informed start, for the resumed sweep to measure first.
+    again = [t for t in study.trials if t.state is TrialState.WAITING and t.system_attrs.get("failed_trial") == 1]
+    assert len(again) == 1 and again[0].user_attrs.get(schema.ATTR_INFORMED), [t.user_attrs for t in study.trials]
+    assert again[0].params == parked.params
