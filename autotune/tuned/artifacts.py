@@ -28,12 +28,16 @@ verified in torch 2.13's source (``torch/compiler/__init__.py``, ``torch/compile
   23-36 s without, 11-15 s with them, nearly all of that C++ builds (tests/tuned/test_compile_artifacts.py;
   ``scripts/compile_artifacts_benchmark.py`` measures it for a workload, on a GPU too).
 
+Torch's artifacts leave out the C launchers Triton builds for its kernels where Inductor's static launcher is off
+(seconds each: most of a coordinate-descent finalist's start); the file carries them too, torch's bytes then inside
+a zip (:mod:`autotune.tuned.launchers`).
+
 The format: a trial of a sweep saves its artifacts as ``<study cache>/compile-artifacts/<sha256>.bin``
 (named by content: identical bytes are kept once; on a CPU a 128-block MLP's came to 2.3 MB, a tiny MLP's
 to 0.3 MB) and records :class:`Artifacts` in its result (``extra["compile_artifacts"]``).
 ``autotune export`` copies the chosen trial's file beside ``tuned.yaml`` as
-``<stem>.compile-artifacts.bin`` (the bytes torch wrote, unchanged: ``load_cache_artifacts`` takes
-them as they are) and writes the section::
+``<stem>.compile-artifacts.bin`` (the bytes torch wrote, or those and the launchers: unchanged either way) and
+writes the section::
 
     compile_artifacts:
       file: tuned.compile-artifacts.bin      # beside this file
@@ -41,7 +45,7 @@ them as they are) and writes the section::
       bytes: 8123456
       env: {torch: 2.11.0+cu130, triton: 3.6.0, cuda: '13.0', gpu: NVIDIA H100 80GB HBM3}
       trial: 17
-      entries: {inductor: 2, aot_autograd: 1}
+      entries: {inductor: 2, aot_autograd: 1, triton_launchers: 26}
 
 Before ``cfg.apply()`` compiles, :func:`load_shipped` checks the sha256 (a mismatch is refused:
 :class:`~autotune.errors.AutotuneError`, one line), then that torch (its full version, CUDA build
@@ -49,7 +53,7 @@ included), Triton and the GPU (or the CPU model: Inductor's C++ is generated for
 are the ones that wrote them (a mismatch warns in one line, :class:`CompileArtifactsWarning`, and the
 model compiles from scratch), then loads them once per process.
 
-Imports torch, the standard library and two small autotune modules: the trial process saves with it,
+Imports torch, the standard library and a few small autotune modules: the trial process saves with it,
 production loads with it.
 """
 
@@ -73,6 +77,7 @@ import torch
 from autotune.atomicfile import write_atomically
 from autotune.errors import AutotuneError
 from autotune.host import cpu_model
+from autotune.tuned import launchers as triton_launchers
 
 __all__ = [
     "FOLDER",
@@ -95,6 +100,7 @@ SUFFIX = ".compile-artifacts.bin"  # beside a tuned config: ``tuned.yaml`` -> ``
 _ENV_KEYS = ("torch", "triton", "cuda", "gpu", "cpu")
 _ENV_NAMES = {"torch": "torch", "triton": "Triton", "cuda": "CUDA", "gpu": "GPU", "cpu": "CPU"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+LAUNCHERS = "triton_launchers"  # in Artifacts.entries: Triton's host launchers shipped with torch's entries
 _loaded: set[str] = set()  # sha256 of the artifacts this process has loaded: once is enough
 
 
@@ -217,13 +223,17 @@ def save(folder: str | os.PathLike[str], device: torch.device | str) -> Artifact
     saved = torch.compiler.save_cache_artifacts()
     if saved is None:
         return None
-    data, info = saved
+    torch_data, info = saved
+    launchers = triton_launchers.collect(triton_launchers.triton_cache_dir())  # torch leaves them out
+    data = triton_launchers.pack(torch_data, launchers)
     digest = hashlib.sha256(data).hexdigest()
     name = f"{digest}.bin"
     target = Path(folder) / name
     if not (target.exists() and target.stat().st_size == len(data)):  # named by content: the same bytes once
         write_atomically(target, data)
     entries = {kind: len(keys) for kind, keys in info.artifacts.items() if keys}
+    if launchers:
+        entries[LAUNCHERS] = len(launchers)
     return Artifacts(name, digest, len(data), environment(device), entries)
 
 
@@ -293,12 +303,16 @@ def load_shipped(
     if artifacts.sha256 in _loaded:
         return Loaded(dict(artifacts.entries))
     started = time.perf_counter()
-    info = torch.compiler.load_cache_artifacts(data)
+    torch_data, launchers = triton_launchers.unpack(data, recorded_in)
+    info = torch.compiler.load_cache_artifacts(torch_data)
     if info is None:  # torch could not parse them (it logged why): nothing was written to the caches
         reason = f"{recorded_in}: torch could not read its compile artifacts: compiling from scratch"
         return _skip(reason, warn, stacklevel)
+    triton_launchers.install(launchers, triton_launchers.triton_cache_dir())
     _loaded.add(artifacts.sha256)
     entries = {kind: len(keys) for kind, keys in info.artifacts.items() if keys}
+    if launchers:
+        entries[LAUNCHERS] = len(launchers)
     return Loaded(entries, time.perf_counter() - started)
 
 

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import warnings
 from pathlib import Path
 from subprocess import PIPE
@@ -122,13 +123,18 @@ def test_a_production_loop_starts_from_the_shipped_compile(tmp_path: Path) -> No
     storage = f"sqlite:///{tmp_path}/s.db"
     cache = study_cache_dir(storage, STUDY)
     shutil.copytree(tmp_path / "caches-without", cache)
+    # A launcher Triton built in the study's folder (on a GPU, one per kernel signature; none on a CPU): it ships too.
+    launcher = f"{'0f' * 32}/__triton_launcher{sysconfig.get_config_var('EXT_SUFFIX')}"
+    (cache / "triton" / launcher).parent.mkdir(parents=True)
+    (cache / "triton" / launcher).write_bytes(b"\x7fELF a launcher: never loaded by a CPU model")
     measure = MeasureSettings(min_warmup_steps=1, settle_window=2, min_steps=3, min_time_s=0.1, max_steps=10)
     spec = TrialSpec(WORKLOAD, knobs, "tiny", "cpu", measure=measure, compile_cache_dir=str(cache))
     trial = TrialRunner().run(spec, 300)
     assert trial.ok, trial.reason
     saved = trial.extra["compile_artifacts"]  # what it compiled, saved in the study's folder
     assert (cache / compileartifacts.FOLDER / saved["file"]).stat().st_size == saved["bytes"]
-    assert saved["entries"] == {"inductor": 2, "aot_autograd": 1}  # the forward and backward graphs, and their join
+    # the forward and backward graphs, their join, and the launcher
+    assert saved["entries"] == {"inductor": 2, "aot_autograd": 1, "triton_launchers": 1}
 
     study, storage = study_with(tmp_path, trial)
     tuned = tmp_path / "out" / "tuned.yaml"
@@ -142,6 +148,7 @@ def test_a_production_loop_starts_from_the_shipped_compile(tmp_path: Path) -> No
     with_them = outcome(production(tuned, tmp_path / "caches-with"))
     assert with_them["artifacts_loaded"] is True and with_them["warnings"] == [], with_them
     assert with_them["artifacts_entries"] == saved["entries"]
+    assert (tmp_path / "caches-with" / "triton" / launcher).read_bytes() == (cache / "triton" / launcher).read_bytes()
     # The compile found the trial's graphs in the caches: its keys are the trial's (stable_cache_keys).
     assert with_them["cache_hits"] == {"fx_graph": 2, "aot_autograd": 1}, with_them
     times = {"with": [with_them["first_steps_s"]], "without": [without["first_steps_s"]]}
