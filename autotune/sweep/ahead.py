@@ -15,8 +15,9 @@ background (:mod:`autotune.trial.ahead`: the configuration's graphs compiled int
   the cache), as it prices the graphs trials compiled, and a graph still compiling at the rest of its compile
   (the predicted fresh compile less the seconds it has run) plus a repeat: that is what they cost now, so the
   search measures something else while a graph compiles unless it is worth the wait;
-- what a trial whose graph is still being compiled ahead does: it waits for that compile to end rather than
-  start the same compile again, and the wait counts as its compile (``compile_ahead_wait_s``, part of its
+- what a trial whose graph is still being compiled ahead does: it steps aside while other trials are measured
+  (:mod:`autotune.sweep.parking`, which :meth:`CompileAhead.claim` serves: one trial at a time); where it cannot, it
+  waits for that compile to end rather than start the same compile again, and the wait counts as its compile (``compile_ahead_wait_s``, part of its
   ``compile_s``: the GPU was idle), so the sweep's figures stay honest; a trial whose graph was compiled ahead
   records how long that took (``compiled_ahead_s``), which the cost model reads as the graph's fresh compile.
 
