@@ -94,7 +94,10 @@ class Parking:
         measures it first): the search cannot measure them."""
         for parked in self._parked:
             parked.beat.close()
-            record_interrupted(self.study, parked.proposal.trial, cause, queue_again=True)
+            # On the way out of a failing sweep: a storage that fails here must not hide what ended it, and a trial
+            # left RUNNING is retried as an orphan by the next sweep on the study (autotune.sweep.orphans).
+            with contextlib.suppress(Exception):
+                record_interrupted(self.study, parked.proposal.trial, cause, queue_again=True)
         self._parked.clear()
 
     def _take(self, parked: Parked) -> Parked:
