@@ -53,7 +53,7 @@ class Parked:
 
 
 class Parking:
-    """The trials of one worker parked while their graphs compile ahead (see the module docstring)."""
+    """The trial one worker parked while its graph compiles ahead (see the module docstring)."""
 
     def __init__(
         self, ahead: CompileAhead, study: optuna.Study, storage: optuna.storages.BaseStorage, progress: Progress
@@ -62,46 +62,40 @@ class Parking:
         self.study = study
         self.storage = storage
         self.progress = progress
-        self._parked: list[Parked] = []
-
-    def __len__(self) -> int:
-        return len(self._parked)
+        self.parked: Parked | None = None  # one at a time (module docstring)
 
     def park(self, proposal: Proposal, label: str, compiled_graphs: set[str]) -> bool:
         """Park ``proposal`` if its graph would be compiled, or waited for, in its trial and a compile ahead can take
         it (``compiled_graphs``: the graph keys trials compiled); True when parked, False to measure it now."""
-        if self._parked or not self.ahead.claim(proposal.params, compiled_graphs):  # one at a time (docstring)
+        if self.parked is not None or not self.ahead.claim(proposal.params, compiled_graphs):
             return False
         parked = Parked(proposal, label)
         parked.beat.enter_context(heartbeat(self.storage, proposal.trial._trial_id))
-        self._parked.append(parked)
+        self.parked = parked
         self.progress.message(
             f"trial {proposal.trial.number} steps aside until its graph is compiled ahead; other trials run meanwhile"
         )
         return True
 
-    def ready(self) -> Parked | None:
-        """The first parked trial whose graph's compile ahead has ended, taken up; None while all still compile."""
-        found = next((p for p in self._parked if self.ahead.ended(p.proposal.params)), None)
-        return self._take(found) if found is not None else None
-
-    def oldest(self) -> Parked | None:
-        """The trial parked longest, taken up (its trial waits for what is left of its compile); None when none is."""
-        return self._take(self._parked[0]) if self._parked else None
-
-    def release(self, cause: str) -> None:
-        """Record every parked trial as interrupted by ``cause`` and queue its configuration again (a resumed sweep
-        measures it first): the search cannot measure them."""
-        for parked in self._parked:
-            parked.beat.close()
-            # On the way out of a failing sweep: a storage that fails here must not hide what ended it, and a trial
-            # left RUNNING is retried as an orphan by the next sweep on the study (autotune.sweep.orphans).
-            with contextlib.suppress(Exception):
-                record_interrupted(self.study, parked.proposal.trial, cause, queue_again=True)
-        self._parked.clear()
-
-    def _take(self, parked: Parked) -> Parked:
-        self._parked.remove(parked)
+    def take(self, waiting: bool = False) -> Parked | None:
+        """The parked trial, taken up, once its graph's compile ahead has ended, or at once with ``waiting`` (its trial
+        then waits for what is left of that compile); None when none is parked or its compile still runs."""
+        parked = self.parked
+        if parked is None or not (waiting or self.ahead.ended(parked.proposal.params)):
+            return None
+        self.parked = None
         parked.beat.close()  # the measurement beats for it from here
         parked.proposal.trial.set_user_attr(schema.ATTR_PARKED_S, time.monotonic() - parked.since)
         return parked
+
+    def release(self, cause: str) -> None:
+        """Record the parked trial as interrupted by ``cause`` and queue its configuration again (a resumed sweep
+        measures it first): the search cannot measure it."""
+        parked, self.parked = self.parked, None
+        if parked is None:
+            return
+        parked.beat.close()
+        # On the way out of a failing sweep: a storage that fails here must not hide what ended it, and a trial left
+        # RUNNING is retried as an orphan by the next sweep on the study (autotune.sweep.orphans).
+        with contextlib.suppress(Exception):
+            record_interrupted(self.study, parked.proposal.trial, cause, queue_again=True)

@@ -80,27 +80,25 @@ class TrialTurns:
             return proposal.kind is TrialKind.MEASURED
 
     def take_parked(self, urgent: bool) -> bool:
-        """Measure a parked trial whose graph's compile ahead has ended; with ``urgent`` (the budget's last trials
-        are parked, or the last proposal needed no run: the sampler circles) the oldest, waiting for the rest of its
-        compile. True when one was measured."""
-        if not self.parking:
-            return False
-        parked = self.parking.ready() or (self.parking.oldest() if urgent else None)
+        """Measure the parked trial once its graph's compile ahead has ended; with ``urgent`` (the budget's last trial
+        is it, or the last proposal needed no run: the sampler circles) now, waiting for the rest of its compile.
+        True when it was measured."""
+        parked = self.parking.take(waiting=urgent) if self.parking is not None else None
         if parked is None:
             return False
         self._measure_parked(parked)
         return True
 
     def end_parked(self, measure: bool) -> None:
-        """The search stops: measure every parked trial (``measure``), or record them as interrupted, queued again."""
-        while measure and self.take_parked(urgent=True):
-            pass
-        self.release_parked("the end of the search (its device was taken out)")
+        """The search stops: measure the parked trial (``measure``), or record it as interrupted, queued again."""
+        if not (measure and self.take_parked(urgent=True)):
+            self.release_parked("the end of the search (its device was taken out)")
 
     def release_parked(self, cause: str) -> None:
-        """Record the parked trials as interrupted by ``cause``, each queued again (a resumed sweep measures them)."""
-        if self.parking:
-            self.ctx.progress.message(f"{len(self.parking)} parked trial(s) not measured: queued for a resumed sweep")
+        """Record the parked trial as interrupted by ``cause``, queued again (a resumed sweep measures it first)."""
+        if self.parking is not None and self.parking.parked is not None:
+            number = self.parking.parked.proposal.trial.number
+            self.ctx.progress.message(f"parked trial {number} not measured: queued for a resumed sweep")
             self.parking.release(cause)
 
     def _measure_parked(self, parked: Parked) -> None:

@@ -231,10 +231,7 @@ def save(folder: str | os.PathLike[str], device: torch.device | str) -> Artifact
     target = Path(folder) / name
     if not (target.exists() and target.stat().st_size == len(data)):  # named by content: the same bytes once
         write_atomically(target, data)
-    entries = {kind: len(keys) for kind, keys in info.artifacts.items() if keys}
-    if launchers:
-        entries[LAUNCHERS] = len(launchers)
-    return Artifacts(name, digest, len(data), environment(device), entries)
+    return Artifacts(name, digest, len(data), environment(device), _entries(info, launchers))
 
 
 # --- production's side ---------------------------------------------------------------------------
@@ -310,10 +307,13 @@ def load_shipped(
         return _skip(reason, warn, stacklevel)
     triton_launchers.install(launchers, triton_launchers.triton_cache_dir())
     _loaded.add(artifacts.sha256)
+    return Loaded(_entries(info, launchers), time.perf_counter() - started)
+
+
+def _entries(info: Any, launchers: Mapping[str, bytes]) -> dict[str, int]:
+    """What a file of artifacts holds: entries per cache (torch's ``CacheInfo``), and the Triton launchers."""
     entries = {kind: len(keys) for kind, keys in info.artifacts.items() if keys}
-    if launchers:
-        entries[LAUNCHERS] = len(launchers)
-    return Loaded(entries, time.perf_counter() - started)
+    return {**entries, LAUNCHERS: len(launchers)} if launchers else entries
 
 
 def _skip(reason: str, warn: bool, stacklevel: int) -> Loaded:
