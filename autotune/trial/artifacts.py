@@ -44,8 +44,11 @@ def load_before_compile(spec: TrialSpec, device: torch.device) -> compileartifac
     return compileartifacts.load_shipped(artifacts, shipped["folder"], device, recorded_in=where, warn=False)
 
 
-def record(spec: TrialSpec, device: torch.device, result: TrialResult, loaded: compileartifacts.Loaded | None) -> None:
-    """Note on ``result`` whether shipped artifacts were loaded; save this trial's own into the study's folder."""
+def record(
+    spec: TrialSpec, device: torch.device, result: TrialResult, loaded: compileartifacts.Loaded | None, since: float
+) -> None:
+    """Note on ``result`` whether shipped artifacts were loaded; save this trial's own into the study's folder
+    (``since``: when the trial began, a ``time.time()`` stamp: the Triton kernels it built as they ran go too)."""
     if loaded is not None:
         result.metrics["compile_artifacts_loaded"] = 1.0 if loaded.loaded else 0.0
         if loaded.skipped:
@@ -53,7 +56,7 @@ def record(spec: TrialSpec, device: torch.device, result: TrialResult, loaded: c
     if spec.compile_cache_dir is None or not result.ok:
         return
     try:
-        saved = compileartifacts.save(Path(spec.compile_cache_dir) / compileartifacts.FOLDER, device)
+        saved = compileartifacts.save(Path(spec.compile_cache_dir) / compileartifacts.FOLDER, device, since)
     except Exception as exc:  # the measurement stands: a trial without artifacts ships none, nothing worse
         result.warnings.append(f"compile artifacts not saved: {type(exc).__name__}: {first_line(exc)}")
         return

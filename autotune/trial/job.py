@@ -133,7 +133,7 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     result.kernels = pins.record()
     if result.ok:  # and what the kernels it did not pin chose for themselves, for production to pin as they ran
         result.kernels.update(autotuned_choices(skip=result.kernels))
-    trialartifacts.record(spec, device, result, loaded)  # and what this trial compiled, into the study's folder
+    trialartifacts.record(spec, device, result, loaded, started)  # what this trial compiled, into the study's folder
     return result
 
 

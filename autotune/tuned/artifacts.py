@@ -29,14 +29,14 @@ verified in torch 2.13's source (``torch/compiler/__init__.py``, ``torch/compile
   ``scripts/compile_artifacts_benchmark.py`` measures it for a workload, on a GPU too).
 
 Torch's artifacts leave out the C launchers Triton builds for its kernels where Inductor's static launcher is off
-(seconds each: most of a coordinate-descent finalist's start); the file carries them too, torch's bytes then inside
-a zip (:mod:`autotune.tuned.launchers`).
+(seconds each), and the kernels coordinate descent built as they first ran: most of a coordinate-descent
+finalist's start. The file carries them too, torch's bytes then inside a zip (:mod:`autotune.tuned.tritonfiles`).
 
 The format: a trial of a sweep saves its artifacts as ``<study cache>/compile-artifacts/<sha256>.bin``
 (named by content: identical bytes are kept once; on a CPU a 128-block MLP's came to 2.3 MB, a tiny MLP's
 to 0.3 MB) and records :class:`Artifacts` in its result (``extra["compile_artifacts"]``).
 ``autotune export`` copies the chosen trial's file beside ``tuned.yaml`` as
-``<stem>.compile-artifacts.bin`` (the bytes torch wrote, or those and the launchers: unchanged either way) and
+``<stem>.compile-artifacts.bin`` (the bytes torch wrote, or those and Triton's files: unchanged either way) and
 writes the section::
 
     compile_artifacts:
@@ -45,7 +45,7 @@ writes the section::
       bytes: 8123456
       env: {torch: 2.11.0+cu130, triton: 3.6.0, cuda: '13.0', gpu: NVIDIA H100 80GB HBM3}
       trial: 17
-      entries: {inductor: 2, aot_autograd: 1, triton_launchers: 26}
+      entries: {inductor: 2, aot_autograd: 1, triton_launchers: 26, triton_kernels: 4}
 
 Before ``cfg.apply()`` compiles, :func:`load_shipped` checks the sha256 (a mismatch is refused:
 :class:`~autotune.errors.AutotuneError`, one line), then that torch (its full version, CUDA build
@@ -77,7 +77,7 @@ import torch
 from autotune.atomicfile import write_atomically
 from autotune.errors import AutotuneError
 from autotune.host import cpu_model
-from autotune.tuned import launchers as triton_launchers
+from autotune.tuned import tritonfiles
 
 __all__ = [
     "FOLDER",
@@ -100,7 +100,6 @@ SUFFIX = ".compile-artifacts.bin"  # beside a tuned config: ``tuned.yaml`` -> ``
 _ENV_KEYS = ("torch", "triton", "cuda", "gpu", "cpu")
 _ENV_NAMES = {"torch": "torch", "triton": "Triton", "cuda": "CUDA", "gpu": "GPU", "cpu": "CPU"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-LAUNCHERS = "triton_launchers"  # in Artifacts.entries: Triton's host launchers shipped with torch's entries
 _loaded: set[str] = set()  # sha256 of the artifacts this process has loaded: once is enough
 
 
@@ -214,24 +213,25 @@ def shipped_name(config_path: str | os.PathLike[str]) -> str:
 # --- the trial's side ----------------------------------------------------------------------------
 
 
-def save(folder: str | os.PathLike[str], device: torch.device | str) -> Artifacts | None:
+def save(folder: str | os.PathLike[str], device: torch.device | str, since: float | None = None) -> Artifacts | None:
     """Save what this process compiled as ``<folder>/<sha256>.bin``; None when it compiled nothing.
 
     Call it in the process that compiled, after the compile (the artifacts live in its memory), and
-    :func:`stable_cache_keys` before it.
+    :func:`stable_cache_keys` before it. ``since``: when the process began its work (``time.time()``), for the
+    Triton kernels it built as they ran (:func:`autotune.tuned.tritonfiles.collect`).
     """
     saved = torch.compiler.save_cache_artifacts()
     if saved is None:
         return None
     torch_data, info = saved
-    launchers = triton_launchers.collect(triton_launchers.triton_cache_dir())  # torch leaves them out
-    data = triton_launchers.pack(torch_data, launchers)
+    triton = tritonfiles.collect(tritonfiles.triton_cache_dir(), since, torch_data)  # what torch leaves out
+    data = tritonfiles.pack(torch_data, triton)
     digest = hashlib.sha256(data).hexdigest()
     name = f"{digest}.bin"
     target = Path(folder) / name
     if not (target.exists() and target.stat().st_size == len(data)):  # named by content: the same bytes once
         write_atomically(target, data)
-    return Artifacts(name, digest, len(data), environment(device), _entries(info, launchers))
+    return Artifacts(name, digest, len(data), environment(device), _entries(info, triton))
 
 
 # --- production's side ---------------------------------------------------------------------------
@@ -300,20 +300,19 @@ def load_shipped(
     if artifacts.sha256 in _loaded:
         return Loaded(dict(artifacts.entries))
     started = time.perf_counter()
-    torch_data, launchers = triton_launchers.unpack(data, recorded_in)
+    torch_data, triton = tritonfiles.unpack(data, recorded_in)
     info = torch.compiler.load_cache_artifacts(torch_data)
     if info is None:  # torch could not parse them (it logged why): nothing was written to the caches
         reason = f"{recorded_in}: torch could not read its compile artifacts: compiling from scratch"
         return _skip(reason, warn, stacklevel)
-    triton_launchers.install(launchers, triton_launchers.triton_cache_dir())
+    tritonfiles.install(triton, tritonfiles.triton_cache_dir())
     _loaded.add(artifacts.sha256)
-    return Loaded(_entries(info, launchers), time.perf_counter() - started)
+    return Loaded(_entries(info, triton), time.perf_counter() - started)
 
 
-def _entries(info: Any, launchers: Mapping[str, bytes]) -> dict[str, int]:
-    """What a file of artifacts holds: entries per cache (torch's ``CacheInfo``), and the Triton launchers."""
-    entries = {kind: len(keys) for kind, keys in info.artifacts.items() if keys}
-    return {**entries, LAUNCHERS: len(launchers)} if launchers else entries
+def _entries(info: Any, triton: dict[str, bytes]) -> dict[str, int]:
+    """What a file of artifacts holds: entries per cache (torch's ``CacheInfo``), Triton's launchers and kernels."""
+    return {**{kind: len(keys) for kind, keys in info.artifacts.items() if keys}, **tritonfiles.counts(triton)}
 
 
 def _skip(reason: str, warn: bool, stacklevel: int) -> Loaded:

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 import warnings
 from pathlib import Path
 from subprocess import PIPE
@@ -30,6 +31,7 @@ import torch
 import yaml
 from compile_workloads import BATCH, FIRST_STEPS, deep_mlp_model
 from recorded_studies import THROUGHPUT, add_trial, make_study
+from triton_folders import NAME, add_kernel
 
 from autotune.errors import AutotuneError
 from autotune.jobspec import MeasureSettings, TrialSpec
@@ -127,14 +129,19 @@ def test_a_production_loop_starts_from_the_shipped_compile(tmp_path: Path) -> No
     launcher = f"{'0f' * 32}/__triton_launcher{sysconfig.get_config_var('EXT_SUFFIX')}"
     (cache / "triton" / launcher).parent.mkdir(parents=True)
     (cache / "triton" / launcher).write_bytes(b"\x7fELF a launcher: never loaded by a CPU model")
+    # A kernel built as it first ran (on a GPU, by coordinate descent, after torch's bundle closed): it ships too,
+    # its index pointing at the production folder; one built before the trial began stays out.
+    built, older = add_kernel(cache / "triton", "d4" * 32), add_kernel(cache / "triton", "b2" * 32, time.time() - 3600)
+    for path in built.iterdir():  # written by the trial process: here, while it runs
+        os.utime(path, (time.time() + 3600, time.time() + 3600))
     measure = MeasureSettings(min_warmup_steps=1, settle_window=2, min_steps=3, min_time_s=0.1, max_steps=10)
     spec = TrialSpec(WORKLOAD, knobs, "tiny", "cpu", measure=measure, compile_cache_dir=str(cache))
     trial = TrialRunner().run(spec, 300)
     assert trial.ok, trial.reason
     saved = trial.extra["compile_artifacts"]  # what it compiled, saved in the study's folder
     assert (cache / compileartifacts.FOLDER / saved["file"]).stat().st_size == saved["bytes"]
-    # the forward and backward graphs, their join, and the launcher
-    assert saved["entries"] == {"inductor": 2, "aot_autograd": 1, "triton_launchers": 1}
+    # the forward and backward graphs, their join, the launcher and the kernel built as it ran
+    assert saved["entries"] == {"inductor": 2, "aot_autograd": 1, "triton_launchers": 1, "triton_kernels": 1}
 
     study, storage = study_with(tmp_path, trial)
     tuned = tmp_path / "out" / "tuned.yaml"
@@ -149,6 +156,8 @@ def test_a_production_loop_starts_from_the_shipped_compile(tmp_path: Path) -> No
     assert with_them["artifacts_loaded"] is True and with_them["warnings"] == [], with_them
     assert with_them["artifacts_entries"] == saved["entries"]
     assert (tmp_path / "caches-with" / "triton" / launcher).read_bytes() == (cache / "triton" / launcher).read_bytes()
+    index = tmp_path / "caches-with" / "triton" / built.name / f"__grp__{NAME}.json"
+    assert str(index.parent) in index.read_text() and not (tmp_path / "caches-with" / "triton" / older.name).exists()
     # The compile found the trial's graphs in the caches: its keys are the trial's (stable_cache_keys).
     assert with_them["cache_hits"] == {"fx_graph": 2, "aot_autograd": 1}, with_them
     times = {"with": [with_them["first_steps_s"]], "without": [without["first_steps_s"]]}
@@ -473,7 +482,7 @@ def test_a_trial_given_artifacts_of_another_machine_says_so_in_its_result(tmp_pa
         warnings.simplefilter("error", CompileArtifactsWarning)  # the trial reports it in its result instead
         loaded = trialartifacts.load_before_compile(spec, torch.device("cpu"))
     result = compiled_winner()
-    trialartifacts.record(spec, torch.device("cpu"), result, loaded)
+    trialartifacts.record(spec, torch.device("cpu"), result, loaded, time.time())
     assert result.metrics["compile_artifacts_loaded"] == 0.0
     assert result.warnings == [
         "tuned.yaml: compile artifacts written by CPU another CPU (here "

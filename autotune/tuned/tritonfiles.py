@@ -1,0 +1,177 @@
+"""Triton's cache files that torch's compile artifacts leave out: its host launchers, and kernels built as they ran.
+
+Torch's artifacts (``save_cache_artifacts``) carry the Triton kernels Inductor built while it compiled (its
+``TritonBundler``), not two kinds of file a production start may need, which it then builds again, one after
+another:
+
+- **launchers.** Triton calls each compiled kernel through a small C launcher that it builds with the host's C
+  compiler, one per kernel signature, and keeps in its cache folder as ``<key>/<name><EXT_SUFFIX>`` (the key hashed
+  from the launcher's source). Inductor's static launcher makes them unnecessary, but where it is off (the
+  coordinate-descent workaround of :func:`autotune.inductor.cache_workarounds`) every kernel needs one. All of the
+  Triton folder's launchers are shipped (tens of kB each).
+- **kernels built at run time.** Coordinate descent tunes a kernel at its first launch, after the compile, and builds
+  the block sizes it tries then; the winner's cubin is in the Triton folder, and the tuned config in Inductor's
+  cache names it, but the bundle was closed before it was built. On an H100 (BENCHMARKS.md, eighth session) GPT-2's
+  coordinate-descent finalist started in 14.4 s with the launchers shipped, 8.2 s of it building 4 such kernels,
+  against 7.0 s when its cache folders were warm. So the kernel folders (``<key>/``: the cubin, its metadata and
+  intermediate forms, Triton's ``__grp__`` index) that this process wrote (modified since ``since``) and that
+  torch's bytes do not name (the bundle records each kernel by its key) are shipped as well. Triton's index holds
+  absolute paths: shipped with a placeholder for the folder, written back with the folder they are installed in.
+
+The file becomes a zip of torch's bytes (``torch-artifacts.bin``, unchanged) and ``triton/<key>/<name>`` entries
+(:func:`pack`); loading unpacks it (:func:`unpack`), writes the files into this process's Triton folder where
+missing (:func:`install`) and hands torch its bytes. A file of torch's bytes alone (shipped before) loads as
+before. These are native code, as the cubins and pickled graphs beside them: the whole file's sha256 is checked
+before any of it is used, and an entry whose name is not a place in Triton's cache is refused. A launcher built for
+another Python has another file name (its ``EXT_SUFFIX``) and is simply not found; one that cannot load there
+(another C library) Triton builds again.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import zipfile
+from pathlib import Path
+
+from autotune.atomicfile import write_atomically
+from autotune.errors import AutotuneError
+
+__all__ = [
+    "KERNEL_DIR",
+    "MAX_BYTES",
+    "TORCH_ENTRY",
+    "collect",
+    "counts",
+    "install",
+    "pack",
+    "triton_cache_dir",
+    "unpack",
+]
+
+TORCH_ENTRY = "torch-artifacts.bin"  # torch's own bytes, as save_cache_artifacts() returned them
+_PREFIX = "triton/"
+_GROUP = "__grp__"  # Triton's index of one kernel's files (absolute paths), written last
+# <key>/<name>: Triton's cache keys are hex digests (sha256 in base32 in some versions: letters and digits); a name
+# that does not begin with a dot, with a suffix Triton's cache writes (a launcher's .so, a kernel's forms and metadata)
+_PLACE = re.compile(
+    r"[A-Za-z0-9_-]{16,128}/[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(so|json|cubin|hsaco|zebin|spv|ptx|ttir|ttgir|llir|amdgcn|source)"
+)
+KERNEL_DIR = b"[autotune:kernel-folder]"  # stands for a kernel's folder in its JSON files while shipped
+# Launchers are tens of kB each, a kernel's folder a few hundred: past this, a kind is left out (the start builds them)
+MAX_BYTES = 64 * 2**20
+
+
+def triton_cache_dir() -> Path | None:
+    """Where Triton keeps its cache in this process: ``TRITON_CACHE_DIR``, else Triton's default; None without
+    Triton."""
+    if folder := os.environ.get("TRITON_CACHE_DIR"):
+        return Path(folder)
+    try:
+        from triton import knobs  # Triton 3.4 and later
+    except ImportError:
+        return None
+    return Path(knobs.cache.dir)
+
+
+def collect(folder: Path | None, since: float | None = None, bundled: bytes = b"") -> dict[str, bytes]:
+    """The files of a Triton cache folder that torch's bytes (``bundled``) leave out, by their path in it: every
+    launcher, and with ``since`` (a ``time.time()`` stamp) the kernel folders modified since then whose key
+    ``bundled`` does not name. {} without a folder; a kind past :data:`MAX_BYTES` is left out."""
+    if folder is None or not folder.is_dir():
+        return {}
+    found = {_relative(p, folder): p for p in sorted(folder.glob("*/*.so"))}
+    launchers = _within_limit({relative: p.read_bytes() for relative, p in found.items() if _PLACE.fullmatch(relative)})
+    kernels: dict[str, bytes] = {}
+    if since is not None:
+        for kernel in sorted(p for p in folder.iterdir() if p.is_dir() and any(p.glob(f"{_GROUP}*.json"))):
+            if kernel.name.encode() not in bundled and _modified_since(kernel, since):
+                kernels.update(_kernel_files(kernel, folder))
+    return {**launchers, **_within_limit(kernels)}
+
+
+def counts(files: dict[str, bytes]) -> dict[str, int]:
+    """How many launchers and kernel folders ``files`` holds (``triton_launchers``, ``triton_kernels``), those
+    there are."""
+    launchers = sum(1 for name in files if name.endswith(".so"))
+    kernels = len({name.split("/")[0] for name in files if not name.endswith(".so")})
+    found = {"triton_launchers": launchers, "triton_kernels": kernels}
+    return {kind: n for kind, n in found.items() if n}
+
+
+def pack(torch_data: bytes, files: dict[str, bytes]) -> bytes:
+    """One file: torch's bytes and Triton's; torch's bytes alone when there are none."""
+    if not files:
+        return torch_data
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+        bundle.writestr(TORCH_ENTRY, torch_data)
+        for relative, data in sorted(files.items()):
+            bundle.writestr(_PREFIX + relative, data)
+    return buffer.getvalue()
+
+
+def unpack(data: bytes, where: str) -> tuple[bytes, dict[str, bytes]]:
+    """Torch's bytes and Triton's files of a file :func:`pack` wrote (a file of torch's bytes alone: those and {});
+    ``where`` names it in the one-line error of an entry that is not a place in Triton's cache."""
+    if not data.startswith(b"PK\x03\x04"):  # torch's own bytes begin with a pickle's opcode, never with this
+        return data, {}
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as bundle:
+            torch_data = bundle.read(TORCH_ENTRY)
+            files = {}
+            for name in bundle.namelist():
+                if name == TORCH_ENTRY:
+                    continue
+                relative = name.removeprefix(_PREFIX)
+                if not name.startswith(_PREFIX) or not _PLACE.fullmatch(relative):
+                    raise AutotuneError(
+                        f"{where}: its compile artifacts hold {name!r}, which is not a Triton cache file"
+                    )
+                files[relative] = bundle.read(name)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise AutotuneError(f"{where}: its compile artifacts are not a file autotune wrote ({exc})") from None
+    return torch_data, files
+
+
+def install(files: dict[str, bytes], folder: Path | None) -> int:
+    """Write Triton's files into its cache folder where they are missing, each kernel's index last (Triton reads a
+    kernel from its index); how many were written."""
+    if folder is None:
+        return 0
+    written = 0
+    for relative, data in sorted(files.items(), key=lambda item: _GROUP in item[0]):
+        target = folder / relative
+        if target.exists():
+            continue
+        if relative.endswith(".json"):
+            data = data.replace(KERNEL_DIR, str(target.parent).encode())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, data)
+        written += 1
+    return written
+
+
+def _relative(path: Path, folder: Path) -> str:
+    return path.relative_to(folder).as_posix()
+
+
+def _modified_since(kernel: Path, since: float) -> bool:
+    return any(p.stat().st_mtime >= since for p in kernel.iterdir() if p.is_file())
+
+
+def _kernel_files(kernel: Path, folder: Path) -> dict[str, bytes]:
+    """A kernel folder's files, its JSON with the folder's path as :data:`KERNEL_DIR`; {} where one is not a place
+    in Triton's cache, or its JSON holds the placeholder already (it could not be told from the path)."""
+    files: dict[str, bytes] = {}
+    for path in sorted(p for p in kernel.iterdir() if p.is_file()):
+        relative, data = _relative(path, folder), path.read_bytes()
+        if not _PLACE.fullmatch(relative) or KERNEL_DIR in data:
+            return {}
+        files[relative] = data.replace(str(kernel).encode(), KERNEL_DIR) if path.suffix == ".json" else data
+    return files
+
+
+def _within_limit(files: dict[str, bytes]) -> dict[str, bytes]:
+    return files if sum(len(data) for data in files.values()) <= MAX_BYTES else {}
