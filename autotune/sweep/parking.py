@@ -17,11 +17,15 @@ alone, and a proposal of the same configuration is answered as a repeat of it. I
 up again (``autotune.parked_s``, :mod:`autotune.records.schema`), so its duration, and with it the sweep's GPU-time
 figures, count its measurement and not the trials measured while it stood aside.
 
-One trial is parked at a time. The sampler learns nothing from a parked trial until it is measured, and on an H100
-(BENCHMARKS.md, seventh session) parking up to one trial per compile slot let TPE propose four more configurations
-of one poor region while the first waited: all four were pruned after their compiles (the pruned share rose from 5%
-to 33% of ResNet-50's search) and the winner came out 4% lower. With the informed start alone parked, six eager
-trials ran during its compile and it then waited for nothing (18 s, against 58 s waiting before).
+Trials of one graph are parked at a time. The sampler learns nothing from a parked trial until it is measured, and
+on an H100 (BENCHMARKS.md, seventh session) parking up to one trial per compile slot let TPE propose four more
+configurations of one poor region while the first waited: all four were pruned after their compiles (the pruned
+share rose from 5% to 33% of ResNet-50's search) and the winner came out 4% lower. With the informed start alone
+parked, six eager trials ran during its compile and it then waited for nothing (18 s, against 58 s waiting before).
+With one trial at a time (eighth session) a second configuration of the parked trial's graph (ResNet-50's fp16
+winner, with the fused optimizer) then waited 38.9 s for the compile the parked one stood aside for, the GPU idle:
+so a proposal of the graph already parked for is parked beside it (it costs no compile slot, and such proposals are
+few: the graph-neutral variants of one configuration), and a proposal of any other graph is measured as before.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dataclasses import dataclass, field
 import optuna
 
 from autotune.records import schema
+from autotune.search.costmodel import graph_key
 from autotune.storage.rdb import heartbeat
 from autotune.sweep.ahead import CompileAhead
 from autotune.sweep.proposals import Proposal
@@ -53,7 +58,7 @@ class Parked:
 
 
 class Parking:
-    """The trial one worker parked while its graph compiles ahead (see the module docstring)."""
+    """The trials one worker parked while their graph compiles ahead: one graph's (see the module docstring)."""
 
     def __init__(
         self, ahead: CompileAhead, study: optuna.Study, storage: optuna.storages.BaseStorage, progress: Progress
@@ -62,40 +67,41 @@ class Parking:
         self.study = study
         self.storage = storage
         self.progress = progress
-        self.parked: Parked | None = None  # one at a time (module docstring)
+        self.parked: list[Parked] = []  # in the order parked, all of one graph (module docstring)
 
     def park(self, proposal: Proposal, label: str, compiled_graphs: set[str]) -> bool:
         """Park ``proposal`` if its graph would be compiled, or waited for, in its trial and a compile ahead can take
-        it (``compiled_graphs``: the graph keys trials compiled); True when parked, False to measure it now."""
-        if self.parked is not None or not self.ahead.claim(proposal.params, compiled_graphs):
+        it, and the trials parked already (if any) are of that graph (``compiled_graphs``: the graph keys trials
+        compiled); True when parked, False to measure it now."""
+        if self.parked and graph_key(self.parked[0].proposal.params) != graph_key(proposal.params):
+            return False
+        if not self.ahead.claim(proposal.params, compiled_graphs):
             return False
         parked = Parked(proposal, label)
         parked.beat.enter_context(heartbeat(self.storage, proposal.trial._trial_id))
-        self.parked = parked
+        self.parked.append(parked)
         self.progress.message(
             f"trial {proposal.trial.number} steps aside until its graph is compiled ahead; other trials run meanwhile"
         )
         return True
 
     def take(self, waiting: bool = False) -> Parked | None:
-        """The parked trial, taken up, once its graph's compile ahead has ended, or at once with ``waiting`` (its trial
-        then waits for what is left of that compile); None when none is parked or its compile still runs."""
-        parked = self.parked
-        if parked is None or not (waiting or self.ahead.ended(parked.proposal.params)):
+        """The first parked trial, taken up, once its graph's compile ahead has ended, or at once with ``waiting`` (its
+        trial then waits for what is left of that compile); None when none is parked or its compile still runs."""
+        if not self.parked or not (waiting or self.ahead.ended(self.parked[0].proposal.params)):
             return None
-        self.parked = None
+        parked = self.parked.pop(0)
         parked.beat.close()  # the measurement beats for it from here
         parked.proposal.trial.set_user_attr(schema.ATTR_PARKED_S, time.monotonic() - parked.since)
         return parked
 
     def release(self, cause: str) -> None:
-        """Record the parked trial as interrupted by ``cause`` and queue its configuration again (a resumed sweep
-        measures it first): the search cannot measure it."""
-        parked, self.parked = self.parked, None
-        if parked is None:
-            return
-        parked.beat.close()
-        # On the way out of a failing sweep: a storage that fails here must not hide what ended it, and a trial left
-        # RUNNING is retried as an orphan by the next sweep on the study (autotune.sweep.orphans).
-        with contextlib.suppress(Exception):
-            record_interrupted(self.study, parked.proposal.trial, cause, queue_again=True)
+        """Record the parked trials as interrupted by ``cause`` and queue their configurations again (a resumed sweep
+        measures them first): the search cannot measure them."""
+        released, self.parked = self.parked, []
+        for parked in released:
+            parked.beat.close()
+            # On the way out of a failing sweep: a storage that fails here must not hide what ended it, and a trial
+            # left RUNNING is retried as an orphan by the next sweep on the study (autotune.sweep.orphans).
+            with contextlib.suppress(Exception):
+                record_interrupted(self.study, parked.proposal.trial, cause, queue_again=True)

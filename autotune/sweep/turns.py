@@ -80,9 +80,9 @@ class TrialTurns:
             return proposal.kind is TrialKind.MEASURED
 
     def take_parked(self, urgent: bool) -> bool:
-        """Measure the parked trial once its graph's compile ahead has ended; with ``urgent`` (the budget's last trial
-        is it, or the last proposal needed no run: the sampler circles) now, waiting for the rest of its compile.
-        True when it was measured."""
+        """Measure the first parked trial once its graph's compile ahead has ended; with ``urgent`` (the budget's last
+        trials are parked, or the last proposal needed no run: the sampler circles) now, waiting for the rest of its
+        compile. True when one was measured."""
         parked = self.parking.take(waiting=urgent) if self.parking is not None else None
         if parked is None:
             return False
@@ -90,15 +90,17 @@ class TrialTurns:
         return True
 
     def end_parked(self, measure: bool) -> None:
-        """The search stops: measure the parked trial (``measure``), or record it as interrupted, queued again."""
-        if not (measure and self.take_parked(urgent=True)):
-            self.release_parked("the end of the search (its device was taken out)")
+        """The search stops: measure the parked trials (``measure``), or record them as interrupted, queued again."""
+        while measure and self.take_parked(urgent=True):
+            pass
+        self.release_parked("the end of the search (its device was taken out)")
 
     def release_parked(self, cause: str) -> None:
-        """Record the parked trial as interrupted by ``cause``, queued again (a resumed sweep measures it first)."""
-        if self.parking is not None and self.parking.parked is not None:
-            number = self.parking.parked.proposal.trial.number
-            self.ctx.progress.message(f"parked trial {number} not measured: queued for a resumed sweep")
+        """Record the parked trials as interrupted by ``cause``, queued again (a resumed sweep measures them first)."""
+        if self.parking is not None and self.parking.parked:
+            numbers = [str(parked.proposal.trial.number) for parked in self.parking.parked]
+            trials = f"trial{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}"
+            self.ctx.progress.message(f"parked {trials} not measured: queued for a resumed sweep")
             self.parking.release(cause)
 
     def _measure_parked(self, parked: Parked) -> None:

@@ -14,9 +14,12 @@ from optuna.trial import TrialState
 from study_records import measured_records
 from sweep_processes import start
 
-from autotune.records import schema
+from autotune.records import TrialKind, schema
+from autotune.search.costmodel import graph_key
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.sweep.parking import Parking
+from autotune.sweep.proposals import Proposal
 from autotune.views.progress import Progress
 
 # Four configurations of six: the default (eager, batch 16), then the informed start (compiled, batch 16), whose graph
@@ -85,3 +88,45 @@ def test_a_stop_signal_queues_a_parked_trial_again(tmp_path: Path) -> None:
     again = [t for t in study.trials if t.state is TrialState.WAITING and t.system_attrs.get("failed_trial") == 1]
     assert len(again) == 1 and again[0].user_attrs.get(schema.ATTR_INFORMED), [t.user_attrs for t in study.trials]
     assert again[0].params == parked.params
+
+
+class CompilesAhead:
+    """The compile ahead as parking sees it: every graph can be claimed; ``ended`` says whose compile has ended."""
+
+    def __init__(self) -> None:
+        self.ended_graphs: set[str] = set()
+
+    def claim(self, params: dict[str, object], compiled_graphs: set[str]) -> bool:
+        return graph_key(params) not in compiled_graphs
+
+    def ended(self, params: dict[str, object]) -> bool:
+        return graph_key(params) in self.ended_graphs
+
+
+def test_trials_of_the_parked_graph_park_beside_it_and_others_are_measured(tmp_path: Path) -> None:
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/graphs.db")
+    study = optuna.create_study(study_name="graphs", storage=storage)
+    ahead = CompilesAhead()
+    parking = Parking(ahead, study, storage, Progress(None, None, io.StringIO()))  # type: ignore[arg-type]
+    fp16 = {"precision": "fp16", "compile_mode": "default", "batch_size": 64}
+    graphs = [
+        fp16,
+        {**fp16, "fused_optimizer": True},
+        {**fp16, "precision": "bf16"},
+        {**fp16, "fused_optimizer": False},
+    ]
+    proposals = [Proposal(study.ask(), params, TrialKind.MEASURED) for params in graphs]
+    parked = [parking.park(p, f"t{p.trial.number}", set()) for p in proposals]
+    # The fused optimizer leaves the graph as it is: its trials stand aside beside the first; bf16 is another graph.
+    assert parked == [True, True, False, True]
+    assert parking.take() is None  # their compile still runs
+    ahead.ended_graphs.add(str(graph_key(fp16)))
+    taken = [parking.take(), parking.take(), parking.take(), parking.take()]
+    assert [t.proposal.trial.number if t else None for t in taken] == [0, 1, 3, None]  # in the order parked
+    assert all(schema.ATTR_PARKED_S in study.trials[n].user_attrs for n in (0, 1, 3))
+
+    again = [Proposal(study.ask(), params, TrialKind.MEASURED) for params in graphs[:2]]
+    assert all(parking.park(p, "again", set()) for p in again)
+    parking.release("a test's stop")  # both recorded as interrupted and queued again: nothing left RUNNING
+    states = [study.trials[p.trial.number].state for p in again]
+    assert states == [TrialState.FAIL, TrialState.FAIL] and not parking.parked
