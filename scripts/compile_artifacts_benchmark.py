@@ -171,6 +171,7 @@ def capture(workload: str, preset: str, params: dict[str, str], device: str, fol
     # what the first steps cost without artifacts, as the trial measured it (its compile options are production's)
     print(f"captured: the trial's compile_s {result.metrics.get('compile_s')}", file=sys.stderr, flush=True)
     artifacts = compileartifacts.Artifacts.from_dict(saved, "the trial's compile artifacts")
+    print(f"captured: {artifacts.bytes:,} bytes, entries {artifacts.entries}", file=sys.stderr, flush=True)
     source = folder / "study-cache" / compileartifacts.FOLDER / artifacts.file
     tuned = folder / "tuned.yaml"
     name = compileartifacts.shipped_name(tuned)
