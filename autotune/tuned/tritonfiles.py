@@ -83,14 +83,16 @@ def collect(folder: Path | None, since: float | None = None, bundled: bytes = b"
     ``bundled`` does not name. {} without a folder; a kind past :data:`MAX_BYTES` is left out."""
     if folder is None or not folder.is_dir():
         return {}
-    found = {_relative(p, folder): p for p in sorted(folder.glob("*/*.so"))}
-    launchers = _within_limit({relative: p.read_bytes() for relative, p in found.items() if _PLACE.fullmatch(relative)})
+    launchers = {_relative(p, folder): p for p in sorted(folder.glob("*/*.so"))}
+    found = _within_limit({name: p.read_bytes() for name, p in launchers.items() if _PLACE.fullmatch(name)})
     kernels: dict[str, bytes] = {}
     if since is not None:
-        for kernel in sorted(p for p in folder.iterdir() if p.is_dir() and any(p.glob(f"{_GROUP}*.json"))):
-            if kernel.name.encode() not in bundled and _modified_since(kernel, since):
+        for kernel in sorted(p for p in folder.iterdir() if p.is_dir()):
+            # A study's folder holds every trial's kernels: the cheap test first, and the search through torch's
+            # bytes (megabytes) only for the few this process built
+            if _built_since(kernel, since) and kernel.name.encode() not in bundled:
                 kernels.update(_kernel_files(kernel, folder))
-    return {**launchers, **_within_limit(kernels)}
+    return {**found, **_within_limit(kernels)}
 
 
 def counts(files: dict[str, bytes]) -> dict[str, int]:
@@ -159,8 +161,11 @@ def _relative(path: Path, folder: Path) -> str:
     return path.relative_to(folder).as_posix()
 
 
-def _modified_since(kernel: Path, since: float) -> bool:
-    return any(p.stat().st_mtime >= since for p in kernel.iterdir() if p.is_file())
+def _built_since(folder: Path, since: float) -> bool:
+    """Whether ``folder`` is a kernel's (it has Triton's index) with a file modified since ``since``."""
+    files = [p for p in folder.iterdir() if p.is_file()]
+    is_kernel = any(p.name.startswith(_GROUP) and p.suffix == ".json" for p in files)
+    return is_kernel and any(p.stat().st_mtime >= since for p in files)
 
 
 def _kernel_files(kernel: Path, folder: Path) -> dict[str, bytes]:
