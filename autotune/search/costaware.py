@@ -46,7 +46,7 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.records import TrialRecord, schema
 from autotune.records.trial import finite, read_trial
 from autotune.results import AHEAD_METRIC
-from autotune.search.costmodel import COST_PRIOR_SD, GRAPH_NEUTRAL_KNOBS, CostModel, TrialCost, graph_key
+from autotune.search.costmodel import COST_PRIOR_SD, GRAPH_NEUTRAL_KNOBS, CostModel, Seconds, TrialCost, graph_key
 from autotune.search.samplers import DeferredWrites, DelegatingSampler, resolve_name
 from autotune.search.surrogate import Encoding, expected_improvement, fit_linear
 from autotune.space import SamplerSpec
@@ -181,6 +181,14 @@ class CostAwareSampler(DelegatingSampler):
         observed = self._observed(study, space)
         return None if observed is None else self.scores(configurations, *observed, space)
 
+    def seconds(self, study: Study, configurations: Sequence[Mapping[str, Any]]) -> Seconds | None:
+        """Predicted seconds of a trial of each of ``configurations`` (whole configurations, as this sampler sees
+        them), as :meth:`scores` prices them, with the part spent waiting for a compile ahead; None before the study
+        has a measured trial (or where it cannot be read)."""
+        space = _shared_space(study)
+        history = self._history(study) if space else None
+        return self._cost_model(history, space).seconds(configurations) if history else None
+
     def _observed(
         self, study: Study, search_space: Mapping[str, BaseDistribution]
     ) -> tuple[list[tuple[FrozenTrial, TrialRecord]], list[tuple[Mapping[str, Any], float, bool]]] | None:
@@ -211,13 +219,19 @@ class CostAwareSampler(DelegatingSampler):
         best = max(y for _, y, feasible in gains if feasible)
         mean, sd = model.predict(encoding.matrix(configurations))
         improvement = expected_improvement(mean, sd, best)
+        seconds = self._cost_model(history, search_space).predict(configurations)
+        return improvement / np.power(seconds, self.cost_exponent)
+
+    def _cost_model(
+        self, history: Sequence[tuple[FrozenTrial, TrialRecord]], search_space: Mapping[str, BaseDistribution]
+    ) -> CostModel:
         costs = [
             TrialCost(t.params, record.duration_s, record.compile_s, finite(record.first_metrics.get(AHEAD_METRIC)))
             for t, record in history
         ]
         ahead = {key for params in self.compiled_ahead() if (key := graph_key(params)) is not None}
         compiling = {key: s for params, s in self.compiling_ahead() if (key := graph_key(params)) is not None}
-        cost = CostModel.fit(
+        return CostModel.fit(
             costs,
             search_space,
             use_cache=self.use_cache,
@@ -225,8 +239,6 @@ class CostAwareSampler(DelegatingSampler):
             compiled_ahead=ahead,
             compiling_ahead=compiling,
         )
-        seconds = cost.predict(configurations)
-        return improvement / np.power(seconds, self.cost_exponent)
 
     # -- the study as read ---------------------------------------------------------------------------------------
     def _metric(self) -> str:

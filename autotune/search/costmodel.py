@@ -14,7 +14,8 @@ and :attr:`TrialRecord.compile_s`, the record model's figures):
   A graph compiled ahead of its trial (:mod:`autotune.sweep.ahead`) is in that folder too: its first trial is
   a repeat, and the compile ahead (``TrialCost.ahead_s``) is the graph's fresh compile. A graph still being
   compiled ahead costs the rest of that compile (its trial waits for it: GPU time) and then a repeat, so the
-  search measures something else meanwhile unless it is worth the wait.
+  search measures something else meanwhile unless it is worth the wait. A compile ahead that has run past its
+  predicted compile has :data:`OVERRUN_REST_FRACTION` of the time it has run left (:meth:`CostModel.seconds`).
 
 Before the study has compiled anything a compile is priced at :data:`PRIOR_COMPILE_S`.
 
@@ -30,7 +31,7 @@ import math
 import statistics
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from optuna.distributions import BaseDistribution
@@ -41,9 +42,11 @@ from autotune.search.surrogate import Encoding, LinearModel, fit_linear
 __all__ = [
     "COST_PRIOR_SD",
     "GRAPH_NEUTRAL_KNOBS",
+    "OVERRUN_REST_FRACTION",
     "PRIOR_COMPILE_S",
     "PRIOR_HIT_FRACTION",
     "CostModel",
+    "Seconds",
     "TrialCost",
     "compiles",
     "graph_key",
@@ -74,6 +77,12 @@ MIN_RUN_S = 0.5  # a run time never predicted below this (start-up alone takes l
 # The prior spread of one knob value's effect on a trial's log seconds: a factor of e^0.5 = 1.65 either way before the
 # study has timed it (chosen on the modelled GPT-2 records, BENCHMARKS.md "A search that counts GPU seconds").
 COST_PRIOR_SD = 0.5
+# The rest of a compile ahead that has run past its predicted compile, as a fraction of the time it has run: the
+# prediction was wrong, and compiles ahead of one model spread widely (on an H100: GPT-2's 25-32 s, ResNet-50's
+# 42-56 s, while a compile is priced at PRIOR_COMPILE_S until the study has timed one). Half: when its informed start
+# was proposed, GPT-2's compile ahead had run 21 s of 31.7 (10 s left; this predicts 10.5 s) and ResNet-50's 14 s of
+# 44.9 (31 s left; this predicts 16.4 s, the prior 30 s less 14; BENCHMARKS.md, eighth session).
+OVERRUN_REST_FRACTION = 0.5
 
 
 def compiles(params: Mapping[str, Any]) -> bool:
@@ -95,6 +104,13 @@ def graph_key(params: Mapping[str, Any]) -> str | None:
     if not compiles(params):
         return None
     return params_key({k: v for k, v in params.items() if k not in GRAPH_NEUTRAL_KNOBS})
+
+
+class Seconds(NamedTuple):
+    """Predicted seconds of trials: each trial's whole, and the part of it spent waiting for a compile ahead."""
+
+    trial: np.ndarray
+    waiting: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -170,8 +186,14 @@ class CostModel:
     def predict(self, configurations: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """Predicted seconds of a trial of each configuration (the exponent of the predicted log seconds, as Snoek
         et al. predict a duration), given what the study has compiled."""
+        return self.seconds(configurations).trial
+
+    def seconds(self, configurations: Sequence[Mapping[str, Any]]) -> Seconds:
+        """:meth:`predict`'s seconds, with the part of each spent waiting for the rest of its graph's compile ahead
+        (0 where its graph is not being compiled ahead)."""
         rows = self.encoding.matrix(configurations)
         seconds = np.maximum(np.exp(self.run.predict(rows)[0]), MIN_RUN_S)
+        waiting = np.zeros(len(configurations))
         if self.fresh_compile is not None:
             fresh = np.exp(self.fresh_compile.predict(rows)[0])
         else:
@@ -183,7 +205,9 @@ class CostModel:
             if key in self.compiled:
                 seconds[i] += fresh[i] * self.hit_fraction
             elif key in self.compiling:  # the wait for the compile ahead to end, then a repeat from the cache
-                seconds[i] += max(0.0, fresh[i] - self.compiling[key]) + fresh[i] * self.hit_fraction
+                ran = self.compiling[key]
+                waiting[i] = max(fresh[i] - ran, OVERRUN_REST_FRACTION * ran)
+                seconds[i] += waiting[i] + fresh[i] * self.hit_fraction
             else:
                 seconds[i] += fresh[i]
-        return seconds
+        return Seconds(seconds, waiting)

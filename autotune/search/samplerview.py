@@ -95,6 +95,12 @@ class OrdinalView(DelegatingSampler):
         score = getattr(self.inner, "score", None)
         return score(self._view(study), [self.encode(c) for c in configurations]) if score is not None else None
 
+    def seconds(self, study: Study, configurations: Sequence[Mapping[str, Any]]) -> Any:
+        """The inner sampler's predicted seconds of a trial of each configuration (given as stored), with the part
+        waiting for a compile ahead (:meth:`autotune.search.costaware.CostAwareSampler.seconds`); else None."""
+        seconds = getattr(self.inner, "seconds", None)
+        return seconds(self._view(study), [self.encode(c) for c in configurations]) if seconds is not None else None
+
     def set_compiled_ahead(
         self,
         configurations: Callable[[], Sequence[Mapping[str, Any]]],

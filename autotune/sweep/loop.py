@@ -40,6 +40,7 @@ from autotune.sweep.informed import InformedStart
 from autotune.sweep.lease import open_leases
 from autotune.sweep.options import Executor, SweepOptions, SweepSummary
 from autotune.sweep.orphans import OrphanWatch
+from autotune.sweep.parking import Predict
 from autotune.sweep.profile import Profile
 from autotune.sweep.proposals import Proposer
 from autotune.sweep.recorder import Recorder
@@ -107,7 +108,9 @@ class Sweep:
         # Queued once the default is measured (autotune/sweep/informed.py).
         self.informed = InformedStart(self.ctx, leases, self.proposer.worker, self.signals)
         ahead = _compile_ahead(self.ctx, executor, role)  # None: this worker compiles nothing ahead
-        self.turns = TrialTurns(self.ctx, self.proposer, self.recorder, self.signals, self.device, self.informed, ahead)
+        self.turns = TrialTurns(
+            self.ctx, self.proposer, self.recorder, self.signals, self.device, self.informed, ahead, _predict(self.ctx)
+        )
         self._waiting = False  # for other workers' trials that take the rest of the budget (said once per wait)
 
     def run(self) -> SweepSummary:
@@ -258,6 +261,14 @@ class Sweep:
             "objectives": ",".join(f"{m}:{d}" for m, d in ctx.info.objectives),
             "storage": redact_url(ctx.options.storage),
         }
+
+
+def _predict(ctx: SweepContext) -> Predict:
+    """The sampler's predicted seconds of trials, where it predicts them (a cost-aware sampler): parking reads them."""
+    sampler, study = ctx.study.sampler, ctx.study
+    if not isinstance(sampler, OrdinalView):
+        return lambda configurations: None
+    return lambda configurations: sampler.seconds(study, configurations)
 
 
 def _compile_ahead(ctx: SweepContext, executor: Executor, role: Role) -> CompileAhead | None:

@@ -26,25 +26,39 @@ With one trial at a time (eighth session) a second configuration of the parked t
 winner, with the fused optimizer) then waited 38.9 s for the compile the parked one stood aside for, the GPU idle:
 so a proposal of the graph already parked for is parked beside it (it costs no compile slot, and such proposals are
 few: the graph-neutral variants of one configuration), and a proposal of any other graph is measured as before.
+
+Only what fits in the wait runs meanwhile. On GPT-2 (eighth session) the informed start stood aside with about 10 s
+of its compile left, and the sampler's first draw, fp32 eager at batch 64, ran 59 s meanwhile (not pruned: nothing
+better than the default was known yet): the sweep's best came 42 s late. So a proposal whose trial is predicted to
+outlast the rest of the parked graph's compile (:meth:`autotune.search.costmodel.CostModel.seconds`, the cost-aware
+sampler's figures) is measured after the parked trials, which then wait for what is left of their compile
+(:meth:`Parking.outlasts`); a cheaper one runs meanwhile, as ResNet-50's eager trials (5-7 s each, predicted 5-14 s)
+did during its informed start's 45 s compile.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import optuna
 
 from autotune.records import schema
-from autotune.search.costmodel import graph_key
+from autotune.search.costmodel import Seconds, graph_key
 from autotune.storage.rdb import heartbeat
 from autotune.sweep.ahead import CompileAhead
 from autotune.sweep.proposals import Proposal
 from autotune.sweep.requeue import record_interrupted
 from autotune.views.progress import Progress
 
-__all__ = ["Parked", "Parking"]
+__all__ = ["Parked", "Parking", "Predict"]
+
+# Configurations -> the predicted seconds of a trial of each, with the part waiting for a compile ahead; None where
+# nothing is predicted (the cost-aware sampler's: autotune.search.costaware.CostAwareSampler.seconds).
+Predict = Callable[[Sequence[Mapping[str, Any]]], Seconds | None]
 
 
 @dataclass
@@ -61,12 +75,18 @@ class Parking:
     """The trials one worker parked while their graph compiles ahead: one graph's (see the module docstring)."""
 
     def __init__(
-        self, ahead: CompileAhead, study: optuna.Study, storage: optuna.storages.BaseStorage, progress: Progress
+        self,
+        ahead: CompileAhead,
+        study: optuna.Study,
+        storage: optuna.storages.BaseStorage,
+        progress: Progress,
+        predict: Predict,
     ) -> None:
         self.ahead = ahead
         self.study = study
         self.storage = storage
         self.progress = progress
+        self.predict = predict
         self.parked: list[Parked] = []  # in the order parked, all of one graph (module docstring)
 
     def park(self, proposal: Proposal, label: str, compiled_graphs: set[str]) -> bool:
@@ -82,6 +102,23 @@ class Parking:
         self.parked.append(parked)
         self.progress.message(
             f"trial {proposal.trial.number} steps aside until its graph is compiled ahead; other trials run meanwhile"
+        )
+        return True
+
+    def outlasts(self, proposal: Proposal) -> bool:
+        """Whether ``proposal``, not parked, is predicted to take longer than the parked graph's compile has left (see
+        the module docstring): the parked trials are then measured first. False when none is parked or nothing is
+        predicted."""
+        if not self.parked:
+            return False
+        first = self.parked[0]
+        predicted = self.predict([proposal.params, first.proposal.params])
+        if predicted is None or predicted.trial[0] <= predicted.waiting[1]:
+            return False
+        parked = ", ".join(str(p.proposal.trial.number) for p in self.parked)
+        self.progress.message(
+            f"trial {proposal.trial.number} runs after parked {parked}: predicted {predicted.trial[0]:.0f} s, "
+            f"more than the {predicted.waiting[1]:.0f} s its graph's compile ahead is predicted to have left"
         )
         return True
 

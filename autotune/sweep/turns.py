@@ -4,7 +4,8 @@
 decides what happens to one trial. The proposer asks and decides how the proposal is answered
 (:mod:`autotune.sweep.proposals`). A proposal that must run is measured by the executor, unless its graph would be
 compiled in its trial, or waited for, while a compile ahead can take it: then it is parked
-(:mod:`autotune.sweep.parking`) and measured in a later turn. Before a measurement the compile ahead is kept going
+(:mod:`autotune.sweep.parking`) and measured in a later turn; one predicted to outlast the parked graph's compile
+waits for the parked trials to be measured first. Before a measurement the compile ahead is kept going
 (:mod:`autotune.sweep.ahead`); the recorder writes the outcome to the study and MLflow.
 
 A stop signal while the trial process runs kills it and records the trial as interrupted, its configuration queued
@@ -32,7 +33,7 @@ from autotune.sweep.context import SweepContext
 from autotune.sweep.devicegate import DeviceGate
 from autotune.sweep.fulldisk import GuardedRecorder
 from autotune.sweep.informed import InformedStart
-from autotune.sweep.parking import Parked, Parking
+from autotune.sweep.parking import Parked, Parking, Predict
 from autotune.sweep.proposals import Proposal, Proposer
 from autotune.sweep.requeue import record_interrupted
 from autotune.views.progress import winner_text
@@ -52,6 +53,7 @@ class TrialTurns:
         device: DeviceGate,
         informed: InformedStart,
         ahead: CompileAhead | None,
+        predict: Predict,
     ) -> None:
         self.ctx = ctx
         self.proposer = proposer
@@ -60,7 +62,7 @@ class TrialTurns:
         self.device = device
         self.informed = informed
         self.ahead = ahead  # None: this worker compiles nothing ahead (and parks nothing)
-        self.parking = Parking(ahead, ctx.study, ctx.storage, ctx.progress) if ahead is not None else None
+        self.parking = Parking(ahead, ctx.study, ctx.storage, ctx.progress, predict) if ahead is not None else None
 
     def take(self) -> bool:
         """Ask, propose, then measure or park, and record. True when the trial was measured or parked (it counts
@@ -73,8 +75,12 @@ class TrialTurns:
                 proposal = self.proposer.propose(trial)
                 chosen = proposal.kind is TrialKind.MEASURED
                 label = _label(trial.number, proposal.params, self.ctx.records.trial(trial.number))
-                if chosen and self.parking is not None and self.parking.park(proposal, label, self._compiled()):
-                    return True  # measured in a later turn (take_parked)
+                if chosen and self.parking is not None:
+                    if self.parking.park(proposal, label, self._compiled()):
+                        return True  # measured in a later turn (take_parked)
+                    if self.parking.outlasts(proposal):
+                        while self.take_parked(urgent=True):
+                            pass
                 result = self._answer(proposal, label)
             self._record(label, proposal, result, started)
             return proposal.kind is TrialKind.MEASURED

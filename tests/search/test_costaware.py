@@ -188,7 +188,7 @@ def test_a_graph_compiled_ahead_is_priced_as_compiled() -> None:
 
 def test_a_graph_still_compiling_ahead_costs_the_rest_of_its_compile_then_a_repeat() -> None:
     """Its trial would wait for the compile ahead (GPU time), then compile from the cache: started 10 s ago, a 30 s
-    compile has 20 s left; one that has run longer than a fresh compile costs a repeat alone."""
+    compile has 20 s left; one that has run 45 s, past its prediction, is given half of that again."""
     trials = [
         TrialCost({"batch_size": 16, "compile_mode": "none", "fused_optimizer": False}, 5.0),
         TrialCost({"batch_size": 16, "compile_mode": "default", "fused_optimizer": False}, 35.0, 30.0),
@@ -197,8 +197,11 @@ def test_a_graph_still_compiling_ahead_costs_the_rest_of_its_compile_then_a_repe
     compiling = {"batch_size": 32, "compile_mode": "default", "fused_optimizer": False}
     model = CostModel.fit(trials, COMPILE_SPACE, compiling_ahead={graph_key(compiling): 10.0})
     assert model.predict([compiling])[0] == pytest.approx(5.0 + 20.0 + 3.0, rel=0.15)
+    waiting = model.seconds([compiling, trials[0].params]).waiting
+    assert waiting == pytest.approx([20.0, 0.0], rel=0.15)
     late = CostModel.fit(trials, COMPILE_SPACE, compiling_ahead={graph_key(compiling): 45.0})
-    assert late.predict([compiling])[0] == pytest.approx(5.0 + 3.0, rel=0.15)
+    assert late.seconds([compiling]).waiting[0] == pytest.approx(22.5, rel=0.15)
+    assert late.predict([compiling])[0] == pytest.approx(5.0 + 22.5 + 3.0, rel=0.15)
     assert CostModel.fit(trials, COMPILE_SPACE).predict([compiling])[0] == pytest.approx(5.0 + 30.0, rel=0.15)
 
 

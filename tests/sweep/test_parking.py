@@ -9,13 +9,14 @@ import signal
 import time
 from pathlib import Path
 
+import numpy as np
 import optuna
 from optuna.trial import TrialState
 from study_records import measured_records
 from sweep_processes import start
 
 from autotune.records import TrialKind, schema
-from autotune.search.costmodel import graph_key
+from autotune.search.costmodel import Seconds, graph_key
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.parking import Parking
@@ -107,7 +108,7 @@ def test_trials_of_the_parked_graph_park_beside_it_and_others_are_measured(tmp_p
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/graphs.db")
     study = optuna.create_study(study_name="graphs", storage=storage)
     ahead = CompilesAhead()
-    parking = Parking(ahead, study, storage, Progress(None, None, io.StringIO()))  # type: ignore[arg-type]
+    parking = Parking(ahead, study, storage, Progress(None, None, io.StringIO()), lambda _: None)  # type: ignore[arg-type]
     fp16 = {"precision": "fp16", "compile_mode": "default", "batch_size": 64}
     graphs = [
         fp16,
@@ -130,3 +131,34 @@ def test_trials_of_the_parked_graph_park_beside_it_and_others_are_measured(tmp_p
     parking.release("a test's stop")  # both recorded as interrupted and queued again: nothing left RUNNING
     states = [study.trials[p.trial.number].state for p in again]
     assert states == [TrialState.FAIL, TrialState.FAIL] and not parking.parked
+
+
+def test_a_proposal_that_would_outlast_the_parked_graphs_compile_runs_after_it(tmp_path: Path) -> None:
+    """GPT-2's informed start stood aside with about 10 s of its compile left while a 59 s eager trial ran (eighth
+    session): a proposal predicted to take longer than the rest of the parked graph's compile is measured after the
+    parked trials; a shorter one, or one nothing predicts, runs meanwhile."""
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/outlast.db")
+    study = optuna.create_study(study_name="outlast", storage=storage)
+    said = io.StringIO()
+    informed = {"precision": "bf16", "compile_mode": "default", "batch_size": 64}
+    eager = {"precision": "fp32", "compile_mode": "none", "batch_size": 64}
+    predicted: dict[str, tuple[float, float]] = {}  # params key -> (trial seconds, of which waiting)
+
+    def predict(configurations: list[dict[str, object]]) -> Seconds | None:
+        if not predicted:
+            return None
+        rows = [predicted[str(sorted(c.items()))] for c in configurations]
+        return Seconds(np.array([t for t, _ in rows]), np.array([w for _, w in rows]))
+
+    parking = Parking(CompilesAhead(), study, storage, Progress(None, None, said), predict)  # type: ignore[arg-type]
+    proposal = Proposal(study.ask(), eager, TrialKind.MEASURED)
+    assert not parking.outlasts(proposal)  # nothing parked
+    assert parking.park(Proposal(study.ask(), informed, TrialKind.MEASURED), "informed", set())
+    assert not parking.outlasts(proposal)  # nothing predicted
+    predicted[str(sorted(informed.items()))] = (45.0, 10.5)
+    predicted[str(sorted(eager.items()))] = (21.5, 0.0)
+    assert parking.outlasts(proposal)
+    assert "trial 0 runs after parked 1: predicted 22 s, more than the 10 s" in said.getvalue(), said.getvalue()
+    predicted[str(sorted(informed.items()))] = (45.0, 30.0)
+    assert not parking.outlasts(proposal)
+    parking.release("the test's end")
