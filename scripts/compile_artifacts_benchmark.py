@@ -91,6 +91,7 @@ def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
         # run-time work done once (cuDNN's algorithm search, CUDA graph recording, launcher builds)
         "compiler_clocks": {key: round(value, 2) for key, value in calculate_time_spent().items()},
         "triton_cache_files": _files_by_suffix(os.environ.get("TRITON_CACHE_DIR")),
+        "inductor_cache_files": _files_by_suffix(os.environ.get("TORCHINDUCTOR_CACHE_DIR")),
         "fx_graph_cache_hits": counters["inductor"]["fxgraph_cache_hit"],
         # kernels timed by coordinate descent in this process: 0 when the shipped tuned block sizes were all taken
         "coordesc_benchmarks": counters["inductor"]["coordesc_tuning_bench"],
@@ -100,18 +101,22 @@ def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
 
 
 def _files_by_suffix(folder: str | None) -> dict[str, int]:
-    """How many files of each suffix a cache folder holds (Triton's: cubins, launchers built on the spot)."""
+    """How many files of each suffix a cache folder holds (Triton's: cubins, launchers; Inductor's)."""
     found: dict[str, int] = {}
-    for path in Path(folder).rglob("*") if folder else ():
-        if path.is_file():
-            found[path.suffix or path.name] = found.get(path.suffix or path.name, 0) + 1
+    if not folder:
+        return found
+    for path in Path(folder).rglob("*"):
+        if path.is_file():  # a file named by a hash alone counts under its top folder (Inductor's fxgraph/, ...)
+            key = path.suffix or f"{path.relative_to(folder).parts[0]}/"
+            found[key] = found.get(key, 0) + 1
     return found
 
 
 # --- the parent: fresh processes, empty caches --------------------------------------------------------------------
 
 
-def measure(tuned: Path, caches: Path, steps: int, steady: int) -> dict[str, Any]:
+def measure(tuned: Path, caches: Path, steps: int, steady: int, profile: Path | None = None) -> dict[str, Any]:
+    """One run in a fresh process with ``caches``' folders; ``profile``: write its cProfile statistics there."""
     env = {
         **os.environ,
         "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
@@ -119,10 +124,19 @@ def measure(tuned: Path, caches: Path, steps: int, steady: int) -> dict[str, Any
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
     }
     command = [sys.executable, __file__, "--child", str(tuned), "--steps", str(steps), "--steady", str(steady)]
+    if profile is not None:  # where the start goes, function by function (the compile workers' time shows as waits)
+        command[1:1] = ["-m", "cProfile", "-o", str(profile)]
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         sys.exit(f"a run of {tuned} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _profile(folder: Path | None, label: str) -> Path | None:
+    if folder is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder.resolve() / f"{label}.pstats"
 
 
 def without_artifacts(tuned: Path, folder: Path) -> Path:
@@ -234,6 +248,7 @@ def main() -> None:
     )
     parser.add_argument("--skip-without", action="store_true", help="no run without the artifacts (a long compile)")
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+    parser.add_argument("--profile", type=Path, help="a folder: each run's cProfile statistics, LABEL.pstats")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -250,12 +265,16 @@ def main() -> None:
             tuned = args.tuned.resolve()
         plain = without_artifacts(tuned, folder)
         runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
-        order = ("with", "without") if args.with_first else ("without", "with")
+        order: tuple[str, ...] = ("with", "without") if args.with_first else ("without", "with")
         order = tuple(label for label in order if not (args.skip_without and label == "without"))
         for repeat in range(args.repeats):
             for label in order:
                 run = measure(
-                    tuned if label == "with" else plain, folder / f"caches-{label}-{repeat}", args.steps, args.steady
+                    tuned if label == "with" else plain,
+                    folder / f"caches-{label}-{repeat}",
+                    args.steps,
+                    args.steady,
+                    _profile(args.profile, f"{label}-{repeat}"),
                 )
                 print(f"{label}: {json.dumps(run)}", file=sys.stderr, flush=True)  # a cut-off benchmark keeps it
                 runs[label].append(run)
@@ -265,7 +284,9 @@ def main() -> None:
             print(f"with {changes}: {json.dumps(run)}", file=sys.stderr, flush=True)
             runs[f"with {changes}"] = [run]
         if args.warm:
-            runs["warm"] = [measure(tuned, folder / "caches-with-0", args.steps, args.steady)]
+            runs["warm"] = [
+                measure(tuned, folder / "caches-with-0", args.steps, args.steady, _profile(args.profile, "warm"))
+            ]
             print(f"warm: {json.dumps(runs['warm'][0])}", file=sys.stderr, flush=True)
         print(json.dumps(runs, indent=2) if args.json else "\n".join(report(runs, args.steps)))
 
