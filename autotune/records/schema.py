@@ -66,8 +66,9 @@ ATTR_INFORMED = "autotune.informed"
 # Seconds of device time spent preparing a trial before it started (the informed start's run of the listed kernels'
 # own autotuners, autotune.sweep.kernelstart): counted in the trial's duration, so GPU-time figures include it.
 ATTR_PREPARED_S = "autotune.prepared_s"
-# Seconds a trial stood parked (RUNNING, not measured) while its graph compiled ahead and other trials used the device
-# (autotune.sweep.parking): its record starts when it was taken up again, so its duration is its measurement's.
+# Seconds a trial stood aside (RUNNING, not measured) while other trials used the device (autotune.sweep.parking):
+# parked while its graph compiled ahead, or asked while parked trials waited and measured after them. Its record
+# starts when it was taken up, so its duration is its measurement's.
 ATTR_PARKED_S = "autotune.parked_s"
 ATTR_WORKER = "autotune.worker"  # host:pid of the worker running the trial
 ATTR_GPU = "autotune.gpu"  # the GPU a worker pinned its trial to, where the sweep records one

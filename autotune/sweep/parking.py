@@ -27,13 +27,16 @@ winner, with the fused optimizer) then waited 38.9 s for the compile the parked 
 so a proposal of the graph already parked for is parked beside it (it costs no compile slot, and such proposals are
 few: the graph-neutral variants of one configuration), and a proposal of any other graph is measured as before.
 
-Only what fits in the wait runs meanwhile. On GPT-2 (eighth session) the informed start stood aside with about 10 s
-of its compile left, and the sampler's first draw, fp32 eager at batch 64, ran 59 s meanwhile (not pruned: nothing
-better than the default was known yet): the sweep's best came 42 s late. So a proposal whose trial is predicted to
-outlast the rest of the parked graph's compile (:meth:`autotune.search.costmodel.CostModel.seconds`, the cost-aware
-sampler's figures) is measured after the parked trials, which then wait for what is left of their compile
+The informed start does not wait behind a long trial. On GPT-2 (eighth session) it stood aside with about 10 s of
+its compile left, and the sampler's first draw, fp32 eager at batch 64, ran 59 s meanwhile: not pruned, since
+nothing better than the default was known yet, and the sweep's best came about 48 s late. The informed start is the
+likeliest best before anything else is measured, and its figure is the pruning bar that keeps the trials after it
+short. So a proposal predicted to outlast the rest of its compile (:meth:`autotune.search.costmodel.CostModel.seconds`,
+the cost-aware sampler's figures) is measured after it, and it waits for what is left of that compile
 (:meth:`Parking.outlasts`); a cheaper one runs meanwhile, as ResNet-50's eager trials (5-7 s each, predicted 5-14 s)
-did during its informed start's 45 s compile.
+did during its informed start's 45 s compile. A trial the sampler proposed stands aside whatever runs meanwhile: on
+GPT-2 (ninth session) measuring such trials first left the GPU idle for the rest of their compiles, 47 s in all in
+a 6-minute search, and two of those five trials were then pruned.
 """
 
 from __future__ import annotations
@@ -63,10 +66,12 @@ Predict = Callable[[Sequence[Mapping[str, Any]]], Seconds | None]
 
 @dataclass
 class Parked:
-    """A proposal standing aside until its graph's compile ahead ends; its progress-line label."""
+    """A proposal standing aside until its graph's compile ahead ends; its progress-line label; whether it is the
+    informed start (a longer proposal is measured after it: :meth:`Parking.outlasts`)."""
 
     proposal: Proposal
     label: str
+    informed: bool = False
     since: float = field(default_factory=time.monotonic)
     beat: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # its heartbeat while parked
 
@@ -89,15 +94,15 @@ class Parking:
         self.predict = predict
         self.parked: list[Parked] = []  # in the order parked, all of one graph (module docstring)
 
-    def park(self, proposal: Proposal, label: str, compiled_graphs: set[str]) -> bool:
+    def park(self, proposal: Proposal, label: str, compiled_graphs: set[str], informed: bool = False) -> bool:
         """Park ``proposal`` if its graph would be compiled, or waited for, in its trial and a compile ahead can take
         it, and the trials parked already (if any) are of that graph (``compiled_graphs``: the graph keys trials
-        compiled); True when parked, False to measure it now."""
+        compiled; ``informed``: it is the informed start); True when parked, False to measure it now."""
         if self.parked and graph_key(self.parked[0].proposal.params) != graph_key(proposal.params):
             return False
         if not self.ahead.claim(proposal.params, compiled_graphs):
             return False
-        parked = Parked(proposal, label)
+        parked = Parked(proposal, label, informed)
         parked.beat.enter_context(heartbeat(self.storage, proposal.trial._trial_id))
         self.parked.append(parked)
         self.progress.message(
@@ -106,10 +111,10 @@ class Parking:
         return True
 
     def outlasts(self, proposal: Proposal) -> bool:
-        """Whether ``proposal``, not parked, is predicted to take longer than the parked graph's compile has left (see
-        the module docstring): the parked trials are then measured first. False when none is parked or nothing is
-        predicted."""
-        if not self.parked:
+        """Whether ``proposal``, not parked, is predicted to take longer than the parked informed start's compile has
+        left (see the module docstring): the parked trials are then measured first. False when the informed start is
+        not the first parked, or nothing is predicted."""
+        if not self.parked or not self.parked[0].informed:
             return False
         first = self.parked[0]
         predicted = self.predict([proposal.params, first.proposal.params])

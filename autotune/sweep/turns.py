@@ -4,8 +4,8 @@
 decides what happens to one trial. The proposer asks and decides how the proposal is answered
 (:mod:`autotune.sweep.proposals`). A proposal that must run is measured by the executor, unless its graph would be
 compiled in its trial, or waited for, while a compile ahead can take it: then it is parked
-(:mod:`autotune.sweep.parking`) and measured in a later turn; one predicted to outlast the parked graph's compile
-waits for the parked trials to be measured first. Before a measurement the compile ahead is kept going
+(:mod:`autotune.sweep.parking`) and measured in a later turn; one predicted to outlast the parked informed start's
+compile waits for it to be measured first. Before a measurement the compile ahead is kept going
 (:mod:`autotune.sweep.ahead`); the recorder writes the outcome to the study and MLflow.
 
 A stop signal while the trial process runs kills it and records the trial as interrupted, its configuration queued
@@ -18,12 +18,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from optuna.trial import Trial, TrialState
 
 from autotune.interrupts import Interrupted, StopSignals
 from autotune.labels import trial_run_name
-from autotune.records import TrialKind, TrialRecord
+from autotune.records import TrialKind, TrialRecord, schema
 from autotune.results import TrialResult
 from autotune.search.costmodel import graph_key
 from autotune.storage.rdb import heartbeat, quiet_optuna
@@ -74,13 +75,14 @@ class TrialTurns:
             with self._settled(trial, lambda: chosen):
                 proposal = self.proposer.propose(trial)
                 chosen = proposal.kind is TrialKind.MEASURED
-                label = _label(trial.number, proposal.params, self.ctx.records.trial(trial.number))
+                record = self.ctx.records.trial(trial.number)
+                label = _label(trial.number, proposal.params, record)
                 if chosen and self.parking is not None:
-                    if self.parking.park(proposal, label, self._compiled()):
+                    if self.parking.park(proposal, label, self._compiled(), record.informed):
                         return True  # measured in a later turn (take_parked)
                     if self.parking.outlasts(proposal):
-                        while self.take_parked(urgent=True):
-                            pass
+                        self._parked_first(proposal.trial)
+                        started = time.monotonic()  # its turn begins after theirs
                 result = self._answer(proposal, label)
             self._record(label, proposal, result, started)
             return proposal.kind is TrialKind.MEASURED
@@ -94,6 +96,15 @@ class TrialTurns:
             return False
         self._measure_parked(parked)
         return True
+
+    def _parked_first(self, trial: Trial) -> None:
+        """Measure the parked trials before ``trial``, which would outlast the informed start's compile: it waits,
+        and its record starts after them (schema.ATTR_PARKED_S), so no GPU second is counted twice."""
+        while self.take_parked(urgent=True):
+            pass
+        asked = trial.datetime_start  # its record's start: Optuna's clock, so the record starts where theirs ended
+        if asked is not None:
+            trial.set_user_attr(schema.ATTR_PARKED_S, (datetime.now() - asked).total_seconds())
 
     def end_parked(self, measure: bool) -> None:
         """The search stops: measure the parked trials (``measure``), or record them as interrupted, queued again."""

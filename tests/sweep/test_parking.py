@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import optuna
+import pytest
 from optuna.trial import TrialState
 from study_records import measured_records
 from sweep_processes import start
@@ -18,7 +19,7 @@ from sweep_processes import start
 from autotune.records import TrialKind, schema
 from autotune.search.costmodel import Seconds, graph_key
 from autotune.space import load_space
-from autotune.sweep import SweepOptions, run_sweep
+from autotune.sweep import SweepOptions, loop, run_sweep
 from autotune.sweep.parking import Parking
 from autotune.sweep.proposals import Proposal
 from autotune.views.progress import Progress
@@ -62,6 +63,35 @@ def test_the_informed_start_steps_aside_while_its_graph_compiles(tmp_path: Path)
     assert sum(r.duration_s for r in records.values()) < wall_s
     # The wait for the rest of its compile, if any, still counts as its compile (the GPU would be idle).
     assert informed.compile_s > 0
+
+
+def test_a_trial_predicted_to_outlast_the_parked_compile_is_measured_after_the_parked_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eager trials predicted at 100 s against 1 s left of the informed start's compile: the informed start is
+    measured first, the trial asked meanwhile after it, and that trial's record starts when its own measurement did
+    (no second counted twice)."""
+
+    def predict(configurations: list[dict[str, object]]) -> Seconds:
+        eager = [graph_key(c) is None for c in configurations]
+        return Seconds(np.array([100.0 if e else 10.0 for e in eager]), np.array([0.0 if e else 1.0 for e in eager]))
+
+    monkeypatch.setattr(loop, "_predict", lambda ctx: predict)
+    (tmp_path / "park.yaml").write_text(SPACE)
+    storage = f"sqlite:///{tmp_path}/park.db"
+    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0)
+    said = io.StringIO()
+    began = time.time()
+    run_sweep(load_space(tmp_path / "park.yaml"), options, Progress(None, None, said))
+    wall_s = time.time() - began
+    assert "trial 1 steps aside until its graph is compiled ahead" in said.getvalue(), said.getvalue()
+    assert "trial 2 runs after parked 1: predicted 100 s, more than the 1 s" in said.getvalue(), said.getvalue()
+    study = optuna.load_study(study_name="park", storage=storage)
+    records = {record.number: record for record in measured_records(study)}
+    informed, after = records[1], records[2]
+    assert informed.ended is not None and after.started is not None and after.started >= informed.ended
+    assert study.trials[2].user_attrs[schema.ATTR_PARKED_S] >= informed.duration_s
+    assert sum(r.duration_s for r in records.values()) < wall_s
 
 
 def test_a_stop_signal_queues_a_parked_trial_again(tmp_path: Path) -> None:
@@ -135,8 +165,8 @@ def test_trials_of_the_parked_graph_park_beside_it_and_others_are_measured(tmp_p
 
 def test_a_proposal_that_would_outlast_the_parked_graphs_compile_runs_after_it(tmp_path: Path) -> None:
     """GPT-2's informed start stood aside with about 10 s of its compile left while a 59 s eager trial ran (eighth
-    session): a proposal predicted to take longer than the rest of the parked graph's compile is measured after the
-    parked trials; a shorter one, or one nothing predicts, runs meanwhile."""
+    session): a proposal predicted to take longer than the rest of the parked informed start's compile is measured
+    after it; a shorter one, or one nothing predicts, runs meanwhile, and any while a sampler's proposal is parked."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/outlast.db")
     study = optuna.create_study(study_name="outlast", storage=storage)
     said = io.StringIO()
@@ -153,11 +183,14 @@ def test_a_proposal_that_would_outlast_the_parked_graphs_compile_runs_after_it(t
     parking = Parking(CompilesAhead(), study, storage, Progress(None, None, said), predict)  # type: ignore[arg-type]
     proposal = Proposal(study.ask(), eager, TrialKind.MEASURED)
     assert not parking.outlasts(proposal)  # nothing parked
-    assert parking.park(Proposal(study.ask(), informed, TrialKind.MEASURED), "informed", set())
+    assert parking.park(Proposal(study.ask(), informed, TrialKind.MEASURED), "informed", set(), informed=True)
     assert not parking.outlasts(proposal)  # nothing predicted
     predicted[str(sorted(informed.items()))] = (45.0, 10.5)
     predicted[str(sorted(eager.items()))] = (21.5, 0.0)
     assert parking.outlasts(proposal)
+    parking.parked[0].informed = False  # a sampler's proposal: it stands aside whatever runs meanwhile
+    assert not parking.outlasts(proposal)
+    parking.parked[0].informed = True
     assert "trial 0 runs after parked 1: predicted 22 s, more than the 10 s" in said.getvalue(), said.getvalue()
     predicted[str(sorted(informed.items()))] = (45.0, 30.0)
     assert not parking.outlasts(proposal)
