@@ -31,12 +31,13 @@ The informed start does not wait behind a long trial. On GPT-2 (eighth session) 
 its compile left, and the sampler's first draw, fp32 eager at batch 64, ran 59 s meanwhile: not pruned, since
 nothing better than the default was known yet, and the sweep's best came about 48 s late. The informed start is the
 likeliest best before anything else is measured, and its figure is the pruning bar that keeps the trials after it
-short. So a proposal predicted to outlast the rest of its compile (:meth:`autotune.search.costmodel.CostModel.seconds`,
-the cost-aware sampler's figures) is measured after it, and it waits for what is left of that compile
-(:meth:`Parking.outlasts`); a cheaper one runs meanwhile, as ResNet-50's eager trials (5-7 s each, predicted 5-14 s)
-did during its informed start's 45 s compile. A trial the sampler proposed stands aside whatever runs meanwhile: on
-GPT-2 (ninth session) measuring such trials first left the GPU idle for the rest of their compiles, 47 s in all in
-a 6-minute search, and two of those five trials were then pruned.
+short. So a proposal predicted to outlast the rest of its compile by a margin (:data:`OUTLAST_FACTOR`; the
+predictions are :meth:`autotune.search.costmodel.CostModel.seconds`, the cost-aware sampler's) is measured after it,
+and it waits for what is left of that compile (:meth:`Parking.outlasts`); a cheaper one runs meanwhile, as
+ResNet-50's eager trials (5-7 s each, predicted 5-14 s) did during its informed start's 45 s compile. A trial the
+sampler proposed stands aside whatever runs meanwhile: on GPT-2 (ninth session) measuring such trials first left the
+GPU idle for the rest of their compiles, 47 s in all in a 6-minute search, and two of those five trials were then
+pruned.
 """
 
 from __future__ import annotations
@@ -57,11 +58,17 @@ from autotune.sweep.proposals import Proposal
 from autotune.sweep.requeue import record_interrupted
 from autotune.views.progress import Progress
 
-__all__ = ["Parked", "Parking", "Predict"]
+__all__ = ["OUTLAST_FACTOR", "Parked", "Parking", "Predict"]
 
 # Configurations -> the predicted seconds of a trial of each, with the part waiting for a compile ahead; None where
 # nothing is predicted (the cost-aware sampler's: autotune.search.costaware.CostAwareSampler.seconds).
 Predict = Callable[[Sequence[Mapping[str, Any]]], Seconds | None]
+# How much longer than the rest of the informed start's compile a proposal must be predicted to take before the
+# informed start is measured first: its wait idles the GPU for certain, and a prediction barely above it is within the
+# cost model's error. Chosen on the four cases measured on an H100 (eighth and ninth sessions): GPT-2's proposals
+# predicted at 2.0x and 1.4x the wait took 59 s (meanwhile) and would have; ResNet-50's at 1.07x took 1.6 s (pruned)
+# while the informed start waited 17.9 s for it; at 0.83x it took 7 s meanwhile.
+OUTLAST_FACTOR = 1.25
 
 
 @dataclass
@@ -111,14 +118,14 @@ class Parking:
         return True
 
     def outlasts(self, proposal: Proposal) -> bool:
-        """Whether ``proposal``, not parked, is predicted to take longer than the parked informed start's compile has
-        left (see the module docstring): the parked trials are then measured first. False when the informed start is
-        not the first parked, or nothing is predicted."""
+        """Whether ``proposal``, not parked, is predicted to take :data:`OUTLAST_FACTOR` times longer than the parked
+        informed start's compile has left (see the module docstring): the parked trials are then measured first.
+        False when the informed start is not the first parked, or nothing is predicted."""
         if not self.parked or not self.parked[0].informed:
             return False
         first = self.parked[0]
         predicted = self.predict([proposal.params, first.proposal.params])
-        if predicted is None or predicted.trial[0] <= predicted.waiting[1]:
+        if predicted is None or predicted.trial[0] <= OUTLAST_FACTOR * predicted.waiting[1]:
             return False
         parked = ", ".join(str(p.proposal.trial.number) for p in self.parked)
         self.progress.message(

@@ -192,6 +192,6 @@ def test_a_proposal_that_would_outlast_the_parked_graphs_compile_runs_after_it(t
     assert not parking.outlasts(proposal)
     parking.parked[0].informed = True
     assert "trial 0 runs after parked 1: predicted 22 s, more than the 10 s" in said.getvalue(), said.getvalue()
-    predicted[str(sorted(informed.items()))] = (45.0, 30.0)
+    predicted[str(sorted(informed.items()))] = (45.0, 20.0)  # 21.5 s against 20 s left: within the margin
     assert not parking.outlasts(proposal)
     parking.release("the test's end")
