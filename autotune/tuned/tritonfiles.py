@@ -13,12 +13,13 @@ another:
   each block size it tries then; the winner's cubin is in the Triton folder, and the tuned config in Inductor's
   cache names it, but the bundle was closed before it was built. So the kernel folders (``<key>/``: the cubin, its
   metadata and intermediate forms, Triton's ``__grp__`` index) that this process wrote (modified since ``since``)
-  and that torch's bytes do not name (the bundle records each kernel by its key) are shipped as well. Triton's index
-  holds absolute paths: shipped with a placeholder for the folder, written back with the folder they are installed
-  in. On an H100 (BENCHMARKS.md, eighth session) GPT-2's coordinate-descent finalist shipped 292 such folders beside
-  torch's 211 kernels (17.2 MB in all, against 8 MB without them: every block size tried, not only the winners) and
-  started in 12.7 s, against 14.4 s with the launchers alone and 6.1 s from warm cache folders, one run each; what
-  the rest of the cold start's ``async_compile.precompile`` (6.5 s, against 0.3 s warm) is was not found.
+  are shipped as well, except those torch's bytes carry: the bundle records each kernel by its key. A tuned config
+  in those bytes names its winner's key too (``"triton_cache_hash"``), so a key named there is shipped whatever
+  else names it. On an H100 (BENCHMARKS.md) GPT-2's coordinate-descent finalist shipped 292 such folders beside
+  torch's 211 kernels (eighth session: 17.2 MB in all, every block size tried) and started in 12.7 s, against 14.4 s
+  with the launchers alone and 6.1 s from warm cache folders; profiled (ninth session), that cold start built 37
+  kernels again (``make_cubin``, in ``async_compile.precompile``, 7.4 s of it against 0.4 s warm): the winners,
+  left out because their tuned configs name them.
 
 The file becomes a zip of torch's bytes (``torch-artifacts.bin``, unchanged) and ``triton/<key>/<name>`` entries
 (:func:`pack`); loading unpacks it (:func:`unpack`), writes the files into this process's Triton folder where
@@ -60,6 +61,8 @@ _GROUP = "__grp__"  # Triton's index of one kernel's files (absolute paths), wri
 _PLACE = re.compile(
     r"[A-Za-z0-9_-]{16,128}/[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(so|json|cubin|hsaco|zebin|spv|ptx|ttir|ttgir|llir|amdgcn|source)"
 )
+# A tuned config's winner in torch's bytes (Inductor's autotune entries are JSON): its kernel's Triton cache key
+_TUNED_KERNEL = re.compile(rb'"triton_cache_hash":\s*"([A-Za-z0-9_-]{16,128})"')
 KERNEL_DIR = b"[autotune:kernel-folder]"  # stands for a kernel's folder in its JSON files while shipped
 # Launchers are tens of kB each, a kernel's folder a few hundred: past this, a kind is left out (the start builds them)
 MAX_BYTES = 64 * 2**20
@@ -80,17 +83,20 @@ def triton_cache_dir() -> Path | None:
 def collect(folder: Path | None, since: float | None = None, bundled: bytes = b"") -> dict[str, bytes]:
     """The files of a Triton cache folder that torch's bytes (``bundled``) leave out, by their path in it: every
     launcher, and with ``since`` (a ``time.time()`` stamp) the kernel folders modified since then whose key
-    ``bundled`` does not name. {} without a folder; a kind past :data:`MAX_BYTES` is left out."""
+    ``bundled`` does not name, or names as a tuned config's winner. {} without a folder; a kind past
+    :data:`MAX_BYTES` is left out."""
     if folder is None or not folder.is_dir():
         return {}
     launchers = {_relative(p, folder): p for p in sorted(folder.glob("*/*.so"))}
     found = _within_limit({name: p.read_bytes() for name, p in launchers.items() if _PLACE.fullmatch(name)})
     kernels: dict[str, bytes] = {}
     if since is not None:
+        tuned = set(_TUNED_KERNEL.findall(bundled))
         for kernel in sorted(p for p in folder.iterdir() if p.is_dir()):
             # A study's folder holds every trial's kernels: the cheap test first, and the search through torch's
             # bytes (megabytes) only for the few this process built
-            if _built_since(kernel, since) and kernel.name.encode() not in bundled:
+            key = kernel.name.encode()
+            if _built_since(kernel, since) and (key in tuned or key not in bundled):
                 kernels.update(_kernel_files(kernel, folder))
     return {**found, **_within_limit(kernels)}
 

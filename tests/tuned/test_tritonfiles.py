@@ -72,6 +72,19 @@ def test_kernels_the_trial_built_as_they_ran_travel_and_point_at_their_new_folde
     )
 
 
+def test_a_kernel_a_tuned_config_names_travels_though_torchs_bytes_name_it(tmp_path: Path) -> None:
+    """Coordinate descent's winner is built at run time, and Inductor's tuned config in torch's bytes names its key:
+    named so, it is not in the bundle (a production start built 37 such kernels again on an H100), so it ships."""
+    folder = triton_folder(tmp_path / "trial")
+    began = time.time() - 60
+    bundled_key, winner_key = "c3" * 32, "e5" * 32
+    add_kernel(folder, bundled_key)
+    add_kernel(folder, winner_key)
+    tuned = json.dumps({"XBLOCK": 1024, "num_warps": 4, "found_by_coordesc": True, "triton_cache_hash": winner_key})
+    found = tritonfiles.collect(folder, began, TORCH_BYTES + bundled_key.encode() + tuned.encode())
+    assert {name.split("/")[0] for name in found if not name.endswith(".so")} == {winner_key}
+
+
 def test_torchs_bytes_alone_stay_as_they_were(tmp_path: Path) -> None:
     assert tritonfiles.collect(tmp_path / "none", time.time()) == {}
     assert tritonfiles.pack(TORCH_BYTES, {}) == TORCH_BYTES  # a file shipped before Triton's files were: the same bytes
