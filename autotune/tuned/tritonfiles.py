@@ -12,7 +12,8 @@ another:
 - **kernels built at run time.** Coordinate descent tunes a kernel at its first launch, after the compile, and builds
   each block size it tries then; the winner's cubin is in the Triton folder, and the tuned config in Inductor's
   cache names it, but the bundle was closed before it was built. So the kernel folders (``<key>/``: the cubin, its
-  metadata and intermediate forms, Triton's ``__grp__`` index) that this process wrote (modified since ``since``)
+  metadata, Triton's ``__grp__`` index of them; not the intermediate forms Triton keeps beside them, which loading
+  a kernel does not need) that this process wrote (modified since ``since``)
   are shipped as well, except those torch's bytes carry: the bundle records each kernel by its key. A tuned config
   in those bytes names its winner's key too (``"triton_cache_hash"``), so a key named there is shipped whatever
   else names it. On an H100 (BENCHMARKS.md) GPT-2's coordinate-descent finalist shipped 292 such folders beside
@@ -33,6 +34,7 @@ another Python has another file name (its ``EXT_SUFFIX``) and is simply not foun
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import zipfile
@@ -61,6 +63,10 @@ _GROUP = "__grp__"  # Triton's index of one kernel's files (absolute paths), wri
 _PLACE = re.compile(
     r"[A-Za-z0-9_-]{16,128}/[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(so|json|cubin|hsaco|zebin|spv|ptx|ttir|ttgir|llir|amdgcn|source)"
 )
+# What Triton reads of a kernel's folder on a cache hit: its metadata (JSON), its index and its binary (a cubin on
+# NVIDIA). Its intermediate forms (source, TTIR, TTGIR, LLVM IR, PTX) are read into memory only to be kept there:
+# ResNet-50's coordinate descent built over 400 kernels whose forms passed MAX_BYTES, so none shipped (ninth session).
+_LOADED = frozenset({".json", ".cubin", ".hsaco", ".zebin", ".spv"})
 # A tuned config's winner in torch's bytes (Inductor's autotune entries are JSON): its kernel's Triton cache key
 _TUNED_KERNEL = re.compile(rb'"triton_cache_hash":\s*"([A-Za-z0-9_-]{16,128})"')
 KERNEL_DIR = b"[autotune:kernel-folder]"  # stands for a kernel's folder in its JSON files while shipped
@@ -175,14 +181,29 @@ def _built_since(folder: Path, since: float) -> bool:
 
 
 def _kernel_files(kernel: Path, folder: Path) -> dict[str, bytes]:
-    """A kernel folder's files, its JSON with the folder's path as :data:`KERNEL_DIR`; {} where one is not a place
-    in Triton's cache, or its JSON holds the placeholder already (it could not be told from the path)."""
+    """A kernel folder's files that Triton loads (:data:`_LOADED`), its index listing only those, their JSON with the
+    folder's path as :data:`KERNEL_DIR`; {} where one is not a place in Triton's cache, its JSON holds the
+    placeholder already (it could not be told from the path), or its index cannot be read."""
     files: dict[str, bytes] = {}
-    for path in sorted(p for p in kernel.iterdir() if p.is_file()):
+    index: tuple[str, bytes] | None = None
+    for path in sorted(p for p in kernel.iterdir() if p.is_file() and p.suffix in _LOADED):
         relative, data = _relative(path, folder), path.read_bytes()
         if not _PLACE.fullmatch(relative) or KERNEL_DIR in data:
             return {}
-        files[relative] = data.replace(str(kernel).encode(), KERNEL_DIR) if path.suffix == ".json" else data
+        if path.name.startswith(_GROUP):
+            index = (relative, data)
+        else:
+            files[relative] = data.replace(str(kernel).encode(), KERNEL_DIR) if path.suffix == ".json" else data
+    if index is None:
+        return {}
+    try:
+        group = json.loads(index[1])
+        group["child_paths"] = {
+            name: path for name, path in group["child_paths"].items() if f"{kernel.name}/{name}" in files
+        }
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    files[index[0]] = json.dumps(group).encode().replace(json.dumps(str(kernel))[1:-1].encode(), KERNEL_DIR)
     return files
 
 
