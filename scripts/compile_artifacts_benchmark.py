@@ -187,6 +187,7 @@ def capture(workload: str, preset: str, params: dict[str, str], device: str, fol
     artifacts = compileartifacts.Artifacts.from_dict(saved, "the trial's compile artifacts")
     print(f"captured: {artifacts.bytes:,} bytes, entries {artifacts.entries}", file=sys.stderr, flush=True)
     source = folder / "study-cache" / compileartifacts.FOLDER / artifacts.file
+    _kernel_census(folder / "study-cache" / "triton", source.read_bytes())
     tuned = folder / "tuned.yaml"
     name = compileartifacts.shipped_name(tuned)
     (folder / name).write_bytes(compileartifacts.read_verified(source, artifacts.sha256, "the trial's result"))
@@ -204,6 +205,27 @@ def capture(workload: str, preset: str, params: dict[str, str], device: str, fol
     )
     tuned.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
     return tuned
+
+
+def _kernel_census(triton: Path, shipped: bytes) -> None:
+    """What the capture's Triton folder holds beside what shipped: kernel folders, their bytes by suffix, and how
+    many of them torch's bytes name (for a start that still builds kernels: which ones were left out, and why)."""
+    from autotune.tuned import tritonfiles
+
+    torch_data, files = tritonfiles.unpack(shipped, "the capture")
+    kernels = [p for p in triton.iterdir() if p.is_dir() and any(p.glob("__grp__*.json"))] if triton.is_dir() else []
+    by_suffix: dict[str, int] = {}
+    for kernel in kernels:
+        for path in kernel.iterdir():
+            by_suffix[path.suffix] = by_suffix.get(path.suffix, 0) + path.stat().st_size
+    named = sum(1 for k in kernels if k.name.encode() in torch_data)
+    shipped_keys = {name.split("/")[0] for name in files}
+    print(
+        f"captured: {len(kernels)} kernel folders in the Triton folder ({named} named in torch's bytes, "
+        f"{len(shipped_keys & {k.name for k in kernels})} shipped); their bytes by suffix {by_suffix}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def report(runs: dict[str, list[dict[str, Any]]], steps: int) -> list[str]:
