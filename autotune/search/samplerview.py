@@ -24,6 +24,7 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.search.costmodel import Seconds
 from autotune.search.samplers import DelegatingSampler
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class OrdinalView(DelegatingSampler):
         score = getattr(self.inner, "score", None)
         return score(self._view(study), [self.encode(c) for c in configurations]) if score is not None else None
 
-    def seconds(self, study: Study, configurations: Sequence[Mapping[str, Any]]) -> Any:
+    def seconds(self, study: Study, configurations: Sequence[Mapping[str, Any]]) -> Seconds | None:
         """The inner sampler's predicted seconds of a trial of each configuration (given as stored), with the part
         waiting for a compile ahead (:meth:`autotune.search.costaware.CostAwareSampler.seconds`); else None."""
         seconds = getattr(self.inner, "seconds", None)
