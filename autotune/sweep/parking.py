@@ -65,9 +65,10 @@ __all__ = ["OUTLAST_FACTOR", "Parked", "Parking", "Predict"]
 Predict = Callable[[Sequence[Mapping[str, Any]]], Seconds | None]
 # How much longer than the rest of the informed start's compile a proposal must be predicted to take before the
 # informed start is measured first: its wait idles the GPU for certain, and a prediction barely above it is within the
-# cost model's error. Chosen on the four cases measured on an H100 (eighth and ninth sessions): GPT-2's proposals
-# predicted at 2.0x and 1.4x the wait took 59 s (meanwhile) and would have; ResNet-50's at 1.07x took 1.6 s (pruned)
-# while the informed start waited 17.9 s for it; at 0.83x it took 7 s meanwhile.
+# cost model's error. Chosen on the four cases measured on an H100 (eighth and ninth sessions): GPT-2's first draw,
+# fp32 eager at batch 64, predicted at 2.0x the rest, ran 59 s meanwhile; predicted at 1.4x, it ran after the
+# informed start and was pruned in 5.6 s. ResNet-50's trial 3, predicted at 1.07x, ran after it (the informed start
+# waiting 17.9 s, the GPU idle) and took 1.6 s; one predicted at 0.83x took 7 s meanwhile.
 OUTLAST_FACTOR = 1.25
 
 
