@@ -187,10 +187,11 @@ def capture(workload: str, preset: str, params: dict[str, str], device: str, fol
     artifacts = compileartifacts.Artifacts.from_dict(saved, "the trial's compile artifacts")
     print(f"captured: {artifacts.bytes:,} bytes, entries {artifacts.entries}", file=sys.stderr, flush=True)
     source = folder / "study-cache" / compileartifacts.FOLDER / artifacts.file
-    _kernel_census(folder / "study-cache" / "triton", source.read_bytes())
+    shipped = compileartifacts.read_verified(source, artifacts.sha256, "the trial's result")
+    _kernel_census(folder / "study-cache" / "triton", shipped)
     tuned = folder / "tuned.yaml"
     name = compileartifacts.shipped_name(tuned)
-    (folder / name).write_bytes(compileartifacts.read_verified(source, artifacts.sha256, "the trial's result"))
+    (folder / name).write_bytes(shipped)
     resolved = {k: v for k, v in result.params.items() if v is not None}
     config = TunedConfig(
         knobs={k: resolved[k] for k in knobs.KNOB_SPECS if k in resolved},

@@ -14,8 +14,8 @@ Learning Algorithms", section 3.2, "EI per second". Both figures come from the s
 - the cost: every measured trial's :attr:`~autotune.records.TrialRecord.duration_s` and
   :attr:`~autotune.records.TrialRecord.compile_s` (:class:`autotune.search.costmodel.CostModel`: the run, a fresh
   compile, and a compile from the study's cache where the study compiled the same graph before, in a trial or
-  ahead of one: :attr:`CostAwareSampler.compiled_ahead`, and the rest of a compile ahead still running:
-  :attr:`CostAwareSampler.compiling_ahead`; both set by a sweep that compiles ahead, which also reads
+  ahead of one, and the rest of a compile ahead still running: :attr:`CostAwareSampler.pricer`, a
+  :class:`~autotune.search.costmodel.StudyPricer` told both by a sweep that compiles ahead, which also reads
   :meth:`CostAwareSampler.score` to choose what to compile: :mod:`autotune.sweep.ahead`).
 
 The candidates: every untried configuration of a space that has at most :data:`ENUMERATE_UP_TO` (all of
@@ -33,7 +33,7 @@ The defaults were chosen on the modelled GPT-2 records and judged on the modelle
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,8 +45,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.records import TrialRecord, schema
 from autotune.records.trial import finite, read_trial
-from autotune.results import AHEAD_METRIC
-from autotune.search.costmodel import COST_PRIOR_SD, GRAPH_NEUTRAL_KNOBS, CostModel, Seconds, TrialCost, graph_key
+from autotune.search.costmodel import COST_PRIOR_SD, GRAPH_NEUTRAL_KNOBS, CostModel, Seconds, StudyPricer, graph_key
 from autotune.search.samplers import DeferredWrites, DelegatingSampler, resolve_name
 from autotune.search.surrogate import Encoding, expected_improvement, fit_linear
 from autotune.space import SamplerSpec
@@ -109,21 +108,15 @@ class CostAwareSampler(DelegatingSampler):
         self.random_draws = random_draws
         self.neighbours = neighbours
         self.cost_exponent = cost_exponent
-        self.use_cache = use_cache
         self.min_observations = min_observations
         self.score_all = score_all
         self.gain_prior_sd = gain_prior_sd
-        self.cost_prior_sd = cost_prior_sd
+        self.pricer = StudyPricer(use_cache, cost_prior_sd)  # a sweep that compiles ahead tells it what it compiled
         self._seed = seed
         self._rng = np.random.default_rng(seed)
         self._read: dict[int, tuple[FrozenTrial, TrialRecord]] = {}  # trial id -> (as read, its record)
         self._objectives: tuple[tuple[str, str], ...] | None = None
         self._logs = True
-        # Configurations whose graphs were compiled ahead of their trials (autotune.sweep.ahead), as this sampler
-        # sees them: priced as compiled; and those being compiled ahead, with the seconds each compile has run:
-        # priced at the rest of that compile, then a repeat. Set by the sweep that compiles ahead.
-        self.compiled_ahead: Callable[[], Sequence[Mapping[str, Any]]] = tuple
-        self.compiling_ahead: Callable[[], Sequence[tuple[Mapping[str, Any], float]]] = tuple
 
     def reseed_rng(self) -> None:
         self._rng = np.random.default_rng()
@@ -225,20 +218,7 @@ class CostAwareSampler(DelegatingSampler):
     def _cost_model(
         self, history: Sequence[tuple[FrozenTrial, TrialRecord]], search_space: Mapping[str, BaseDistribution]
     ) -> CostModel:
-        costs = [
-            TrialCost(t.params, record.duration_s, record.compile_s, finite(record.first_metrics.get(AHEAD_METRIC)))
-            for t, record in history
-        ]
-        ahead = {key for params in self.compiled_ahead() if (key := graph_key(params)) is not None}
-        compiling = {key: s for params, s in self.compiling_ahead() if (key := graph_key(params)) is not None}
-        return CostModel.fit(
-            costs,
-            search_space,
-            use_cache=self.use_cache,
-            prior_sd=self.cost_prior_sd,
-            compiled_ahead=ahead,
-            compiling_ahead=compiling,
-        )
+        return self.pricer.model([(trial.params, record) for trial, record in history], search_space)
 
     # -- the study as read ---------------------------------------------------------------------------------------
     def _metric(self) -> str:

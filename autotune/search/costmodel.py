@@ -29,14 +29,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 from optuna.distributions import BaseDistribution
 
-from autotune.records import params_key
+from autotune.records import TrialRecord, params_key
+from autotune.records.trial import finite
+from autotune.results import AHEAD_METRIC
 from autotune.search.surrogate import Encoding, LinearModel, fit_linear
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "PRIOR_HIT_FRACTION",
     "CostModel",
     "Seconds",
+    "StudyPricer",
     "TrialCost",
     "compiles",
     "graph_key",
@@ -211,3 +214,38 @@ class CostModel:
             else:
                 seconds[i] += fresh[i]
         return Seconds(seconds, waiting)
+
+
+@dataclass
+class StudyPricer:
+    """Prices trials as a study stands: a :class:`CostModel` of its measured trials, knowing what is compiled ahead.
+
+    ``use_cache``: whether the model knows the study's compile cache (False prices every compile as fresh);
+    ``prior_sd``: the prior spread of one knob value's effect on the log seconds; ``compiled_ahead``: the
+    configurations whose graphs were compiled ahead of their trials (priced as compiled), ``compiling_ahead``: those
+    being compiled ahead, with the seconds each compile has run (priced at the rest of it, then a repeat); both set
+    by a sweep that compiles ahead (:mod:`autotune.sweep.ahead`), in the configurations' encoding as priced here.
+    """
+
+    use_cache: bool = True
+    prior_sd: float = COST_PRIOR_SD
+    compiled_ahead: Callable[[], Sequence[Mapping[str, Any]]] = tuple
+    compiling_ahead: Callable[[], Sequence[tuple[Mapping[str, Any], float]]] = tuple
+
+    def model(
+        self, measured: Sequence[tuple[Mapping[str, Any], TrialRecord]], distributions: Mapping[str, BaseDistribution]
+    ) -> CostModel:
+        """The cost model of ``measured`` (each trial's params and record, in the order they ran) over
+        ``distributions``, with what is compiled and compiling ahead now."""
+        costs = [
+            TrialCost(params, record.duration_s, record.compile_s, finite(record.first_metrics.get(AHEAD_METRIC)))
+            for params, record in measured
+        ]
+        return CostModel.fit(
+            costs,
+            distributions,
+            use_cache=self.use_cache,
+            prior_sd=self.prior_sd,
+            compiled_ahead={key for params in self.compiled_ahead() if (key := graph_key(params)) is not None},
+            compiling_ahead={key: s for params, s in self.compiling_ahead() if (key := graph_key(params)) is not None},
+        )

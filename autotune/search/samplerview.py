@@ -24,7 +24,7 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.search.costmodel import Seconds
+from autotune.search.costmodel import Seconds, StudyPricer
 from autotune.search.samplers import DelegatingSampler
 
 if TYPE_CHECKING:
@@ -110,10 +110,11 @@ class OrdinalView(DelegatingSampler):
         """Tell the inner sampler which configurations' graphs were compiled ahead, and which are being compiled
         ahead with the seconds each compile has run (configurations as stored); False where it does not price
         compiles."""
-        if not (hasattr(self.inner, "compiled_ahead") and hasattr(self.inner, "compiling_ahead")):
+        pricer = getattr(self.inner, "pricer", None)
+        if not isinstance(pricer, StudyPricer):
             return False
-        self.inner.compiled_ahead = lambda: [self.encode(c) for c in configurations()]
-        self.inner.compiling_ahead = lambda: [(self.encode(c), s) for c, s in compiling()]
+        pricer.compiled_ahead = lambda: [self.encode(c) for c in configurations()]
+        pricer.compiling_ahead = lambda: [(self.encode(c), s) for c, s in compiling()]
         return True
 
     # --- encodings ------------------------------------------------------------------------------

@@ -43,9 +43,9 @@ pruned.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import optuna
@@ -58,7 +58,7 @@ from autotune.sweep.proposals import Proposal
 from autotune.sweep.requeue import record_interrupted
 from autotune.views.progress import Progress
 
-__all__ = ["OUTLAST_FACTOR", "Parked", "Parking", "Predict"]
+__all__ = ["OUTLAST_FACTOR", "Parked", "Parking", "Predict", "taken_up"]
 
 # Configurations -> the predicted seconds of a trial of each, with the part waiting for a compile ahead; None where
 # nothing is predicted (the cost-aware sampler's: autotune.search.costaware.CostAwareSampler.seconds).
@@ -72,6 +72,14 @@ Predict = Callable[[Sequence[Mapping[str, Any]]], Seconds | None]
 OUTLAST_FACTOR = 1.25
 
 
+def taken_up(trial: optuna.trial.Trial) -> None:
+    """``trial``, asked and standing aside since (RUNNING, not measured), is measured from now: its record starts
+    here (schema.ATTR_PARKED_S, on Optuna's clock, so it starts where the trials measured meanwhile ended)."""
+    asked = trial.datetime_start
+    if asked is not None:
+        trial.set_user_attr(schema.ATTR_PARKED_S, (datetime.now() - asked).total_seconds())
+
+
 @dataclass
 class Parked:
     """A proposal standing aside until its graph's compile ahead ends; its progress-line label; whether it is the
@@ -80,7 +88,6 @@ class Parked:
     proposal: Proposal
     label: str
     informed: bool = False
-    since: float = field(default_factory=time.monotonic)
     beat: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # its heartbeat while parked
 
 
@@ -142,7 +149,7 @@ class Parking:
             return None
         parked = self.parked.pop(0)
         parked.beat.close()  # the measurement beats for it from here
-        parked.proposal.trial.set_user_attr(schema.ATTR_PARKED_S, time.monotonic() - parked.since)
+        taken_up(parked.proposal.trial)
         return parked
 
     def release(self, cause: str) -> None:

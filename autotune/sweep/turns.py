@@ -18,13 +18,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
 
 from optuna.trial import Trial, TrialState
 
 from autotune.interrupts import Interrupted, StopSignals
 from autotune.labels import trial_run_name
-from autotune.records import TrialKind, TrialRecord, schema
+from autotune.records import TrialKind, TrialRecord
 from autotune.results import TrialResult
 from autotune.search.costmodel import graph_key
 from autotune.storage.rdb import heartbeat, quiet_optuna
@@ -34,7 +33,7 @@ from autotune.sweep.context import SweepContext
 from autotune.sweep.devicegate import DeviceGate
 from autotune.sweep.fulldisk import GuardedRecorder
 from autotune.sweep.informed import InformedStart
-from autotune.sweep.parking import Parked, Parking, Predict
+from autotune.sweep.parking import Parked, Parking, Predict, taken_up
 from autotune.sweep.proposals import Proposal, Proposer
 from autotune.sweep.requeue import record_interrupted
 from autotune.views.progress import winner_text
@@ -102,9 +101,7 @@ class TrialTurns:
         and its record starts after them (schema.ATTR_PARKED_S), so no GPU second is counted twice."""
         while self.take_parked(urgent=True):
             pass
-        asked = trial.datetime_start  # its record's start: Optuna's clock, so the record starts where theirs ended
-        if asked is not None:
-            trial.set_user_attr(schema.ATTR_PARKED_S, (datetime.now() - asked).total_seconds())
+        taken_up(trial)
 
     def end_parked(self, measure: bool) -> None:
         """The search stops: measure the parked trials (``measure``), or record them as interrupted, queued again."""
