@@ -169,6 +169,11 @@ def validate(space_file: Path) -> None:
     help="Do not measure, after the default, the configuration an expert would try first on this device.",
 )
 @click.option(
+    "--no-rehearse-start",
+    is_flag=True,
+    help="Do not run the winner's production start once at the end (it ships what that start built).",
+)
+@click.option(
     "--compile-ahead/--no-compile-ahead",
     default=None,
     help="Compile the search's next graphs on the idle CPU while trials run [default: on a GPU, one worker, 8+ cores].",
@@ -198,6 +203,7 @@ def sweep(
     profile: bool,
     warm_start: str | None,
     no_informed_start: bool,
+    no_rehearse_start: bool,
     compile_ahead: bool | None,
     gpus: str | None,
 ) -> None:
@@ -228,6 +234,7 @@ def sweep(
         gpus=parse_gpus(gpus) if gpus else (),
         warm_start=warm_start,
         informed_start=not no_informed_start,
+        rehearse_start=not no_rehearse_start,
         compile_ahead=compile_ahead,
     )
     summary = run_sweep(space, options)

@@ -20,13 +20,12 @@ and ResNet-50 winners on a GPU.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,56 +36,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
+    """Production's start (:func:`autotune.tuned.firststeps.run`) and where its time went."""
     import torch
-
-    import autotune
-    from autotune import workloads
-    from autotune.trial.trainstep import TrainStep, prepare_pair
-
-    cfg = autotune.load(tuned)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    spec = cfg.workload
-    workload = workloads.build(spec["name"], spec.get("preset", "full"), {**spec.get("args", {}), **cfg.params}, device)
-    assert isinstance(workload, workloads.Workload), "a training workload"
-    assert workload.make_batch is not None, "a workload that makes its batches on the device"
-    batch_size = cfg.batch_size or workload.default_batch_size
-    batches = [workload.make_batch(batch_size, device) for _ in range(3)]
-    optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)  # the trials' optimizer
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    sync()
-    started = time.perf_counter()
-    model, ctx = cfg.apply(workload.model, optimizer)
-    applied = time.perf_counter()
-    laid_out = [prepare_pair(ctx, batch) for batch in batches]
-    step = TrainStep(workload, model, ctx, optimizer, lambda index: laid_out[index % len(laid_out)])
-    step_s = []  # each first step on its own: where the start goes (compile in the first, a CUDA graph's record)
-    for index in range(steps):
-        begun = time.perf_counter()
-        step(index)
-        sync()
-        step_s.append(time.perf_counter() - begun)
-    first_s = time.perf_counter() - started
-    steady_ms = []
-    for index in range(steps, steps + steady):
-        begun = time.perf_counter()
-        step(index)
-        sync()
-        steady_ms.append((time.perf_counter() - begun) * 1e3)
-    load = cfg.artifacts_load
     from torch._dynamo.utils import calculate_time_spent, counters
 
+    from autotune.tuned import firststeps
+
+    tuned_again = _watch_coordinate_descent()  # which kernels tune again at the start, and what their cache held
+    start = firststeps.run(tuned, "auto", steps, steady)
     return {
-        "first_steps_s": first_s,
-        "apply_s": applied - started,
-        "steady_step_ms": statistics.median(steady_ms),
-        "compile_s": first_s - steps * statistics.median(steady_ms) / 1e3,  # the first steps less their steady time
-        "artifacts_loaded": load.loaded if load is not None else None,
-        "artifacts_load_s": load.seconds if load is not None else None,
-        "step_s": [round(s, 3) for s in step_s],
+        **dataclasses.asdict(start),
+        "compile_s": start.start_s,  # apply() and the first steps, less their steady time
         # the compiler's own clocks (Dynamo, AOTAutograd, Inductor, kernel loads): the rest of the first steps is
         # run-time work done once (cuDNN's algorithm search, CUDA graph recording, launcher builds)
         "compiler_clocks": {key: round(value, 2) for key, value in calculate_time_spent().items()},
@@ -95,9 +55,48 @@ def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
         "fx_graph_cache_hits": counters["inductor"]["fxgraph_cache_hit"],
         # kernels timed by coordinate descent in this process: 0 when the shipped tuned block sizes were all taken
         "coordesc_benchmarks": counters["inductor"]["coordesc_tuning_bench"],
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "tuned_again": tuned_again,
         "torch": str(torch.__version__),
     }
+
+
+def _watch_coordinate_descent() -> list[dict[str, Any]]:
+    """A list that fills, as the start runs, with each kernel Inductor's coordinate descent tunes: its name, the
+    state of its autotune cache when it was made, the config it starts from, and what its cache file holds (a
+    start from artifacts that hold every tuned result should tune none). Empty where Inductor has no such hook."""
+    seen: list[dict[str, Any]] = []
+    try:
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    except ImportError:
+        return seen
+    original = getattr(CachingAutotuner, "coordinate_descent_tuning", None)
+    if original is None:
+        return seen
+
+    def watched(self: Any, launcher: Any, *args: Any, **kwargs: Any) -> Any:
+        config = launcher.config
+        cache = getattr(getattr(self, "save_cache_hook", None), "__self__", None)
+        local = getattr(cache, "local_cache", None)
+        stored: Any = None
+        if local:
+            try:
+                stored = json.loads(Path(local[1]).read_text())
+            except (OSError, ValueError):
+                stored = "missing"
+        seen.append(
+            {
+                "kernel": self.inductor_meta.get("kernel_name"),
+                "cache_info": {k: str(v) for k, v in (getattr(self, "autotune_cache_info", None) or {}).items()},
+                "start": {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages},
+                "start_found_by_coordesc": getattr(config, "found_by_coordesc", None),
+                "configs_hash": getattr(cache, "configs_hash", None),
+                "stored": stored,
+            }
+        )
+        return original(self, launcher, *args, **kwargs)
+
+    CachingAutotuner.coordinate_descent_tuning = watched  # type: ignore[method-assign]
+    return seen
 
 
 def _files_by_suffix(folder: str | None) -> dict[str, int]:
@@ -115,11 +114,14 @@ def _files_by_suffix(folder: str | None) -> dict[str, int]:
 # --- the parent: fresh processes, empty caches --------------------------------------------------------------------
 
 
-def measure(tuned: Path, caches: Path, steps: int, steady: int, profile: Path | None = None) -> dict[str, Any]:
-    """One run in a fresh process with ``caches``' folders; ``profile``: write its cProfile statistics there."""
+def measure(
+    tuned: Path, caches: Path, steps: int, steady: int, profile: Path | None = None, inductor: str = "inductor"
+) -> dict[str, Any]:
+    """One run in a fresh process with ``caches``' folders; ``profile``: write its cProfile statistics there;
+    ``inductor``: the name of Inductor's folder in ``caches``."""
     env = {
         **os.environ,
-        "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+        "TORCHINDUCTOR_CACHE_DIR": str(caches / inductor),
         "TRITON_CACHE_DIR": str(caches / "triton"),
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
     }
@@ -229,6 +231,107 @@ def _kernel_census(triton: Path, shipped: bytes) -> None:
     )
 
 
+def rehearsed_config(tuned: Path, folder: Path) -> Path:
+    """``tuned`` shipping what a rehearsal of its production start saved (:func:`autotune.sweep.rehearsal.rehearse`,
+    as a sweep's finishing stage runs it), written in ``folder / "rehearsed"``."""
+    import yaml
+
+    from autotune.sweep.rehearsal import rehearse
+    from autotune.tuned import artifacts as compileartifacts
+
+    print("rehearsing the start: a fresh process, empty caches, the artifacts loaded", file=sys.stderr)
+    kept = folder / "rehearsal" / compileartifacts.FOLDER
+    rehearsal = rehearse(tuned, kept, "auto", 3600.0)
+    print(f"rehearsed: {json.dumps(rehearsal.to_dict())}", file=sys.stderr, flush=True)
+    if rehearsal.artifacts is None:
+        sys.exit(f"the rehearsal ended {rehearsal.status}: {rehearsal.reason or 'it saved no compile artifacts'}")
+    saved = compileartifacts.Artifacts.from_dict(rehearsal.artifacts, "the rehearsal's artifacts")
+    target = folder / "rehearsed" / tuned.name
+    target.parent.mkdir(parents=True)
+    name = compileartifacts.shipped_name(target)
+    (target.parent / name).write_bytes((kept / saved.file).read_bytes())
+    data = yaml.safe_load(tuned.read_text())
+    data["compile_artifacts"] = {**saved.to_dict(), "file": name}
+    target.write_text(yaml.safe_dump(data, sort_keys=False))
+    return target
+
+
+def kernel_differences(before: Path, after: Path) -> dict[str, Any]:
+    """The kernel folders of Triton's cache ``after`` whose keys ``before`` lacks (built anew), and how each differs
+    from the nearest kernel of the same name in ``before``: its metadata's fields (Triton's options, the env
+    variables in its key), its TTIR (constants, specialisation), or neither (the key's other parts: the source's
+    line, the backend)."""
+    old, new = _kernels(before), _kernels(after)
+    built = {key: path for key, path in new.items() if key not in old}
+    by_name: dict[str, list[tuple[dict[str, Any], str]]] = {}
+    for path in old.values():
+        meta = _metadata(path)
+        by_name.setdefault(str(meta.get("name")), []).append((meta, _ttir(path)))
+    fields: dict[str, int] = {}
+    examples: list[dict[str, Any]] = []
+    same_name = ttir_differs = identical = 0
+    for path in built.values():
+        meta, ttir = _metadata(path), _ttir(path)
+        candidates = by_name.get(str(meta.get("name")), [])
+        if not candidates:
+            continue
+        same_name += 1
+        nearest, nearest_ttir = min(candidates, key=lambda c: (len(_fields_differing(meta, c[0])), c[1] != ttir))
+        differing = _fields_differing(meta, nearest)
+        for name in differing:
+            fields[name] = fields.get(name, 0) + 1
+        ttir_differs += ttir != nearest_ttir
+        identical += not differing and ttir == nearest_ttir
+        if len(examples) < 4 and (differing or ttir != nearest_ttir):
+            examples.append(
+                {
+                    "name": meta.get("name"),
+                    "fields": {name: [meta.get(name), nearest.get(name)] for name in differing},
+                    "ttir": _first_difference(ttir, nearest_ttir),
+                }
+            )
+    return {
+        "kernels": len(new),
+        "built_anew": len(built),
+        "same_name_before": same_name,
+        "fields_differing": fields,
+        "ttir_differs": ttir_differs,
+        "metadata_and_ttir_identical": identical,
+        "examples": examples,
+    }
+
+
+def _kernels(folder: Path) -> dict[str, Path]:
+    if not folder.is_dir():
+        return {}
+    return {p.name: p for p in folder.iterdir() if p.is_dir() and any(p.glob("__grp__*.json"))}
+
+
+def _metadata(kernel: Path) -> dict[str, Any]:
+    for path in kernel.glob("*.json"):
+        if not path.name.startswith("__grp__"):
+            try:
+                return dict(json.loads(path.read_text()))
+            except ValueError:
+                return {}
+    return {}
+
+
+def _ttir(kernel: Path) -> str:
+    return "\n".join(path.read_text(errors="replace") for path in sorted(kernel.glob("*.ttir")))
+
+
+def _fields_differing(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    return sorted(name for name in one.keys() | other.keys() if name != "hash" and one.get(name) != other.get(name))
+
+
+def _first_difference(one: str, other: str) -> list[str] | None:
+    for line, (a, b) in enumerate(zip(one.splitlines(), other.splitlines(), strict=False)):
+        if a != b:
+            return [f"line {line + 1}", a[:300], b[:300]]
+    return None if one == other else ["lengths differ", str(len(one)), str(len(other))]
+
+
 def report(runs: dict[str, list[dict[str, Any]]], steps: int) -> list[str]:
     lines = [f"{'':8} first {steps} steps   compile   steady step   artifacts"]
     for label, found in runs.items():
@@ -270,6 +373,19 @@ def main() -> None:
         help="also a 'with' run with these knobs changed (the same artifacts): what a knob costs at the start",
     )
     parser.add_argument("--skip-without", action="store_true", help="no run without the artifacts (a long compile)")
+    parser.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="rehearse the start as a sweep does (autotune.sweep.rehearsal); a run then ships what that saved",
+    )
+    parser.add_argument(
+        "--inductor-folder",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also a 'with' run whose Inductor folder has this name (a trial's: inductor-bfloat16)",
+    )
+    parser.add_argument("--kernel-report", type=Path, help="a JSON file: the Triton kernels each start built anew")
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
     parser.add_argument("--profile", type=Path, help="a folder: each run's cProfile statistics, LABEL.pstats")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -306,6 +422,32 @@ def main() -> None:
             run = measure(changed, folder / f"caches-variant-{number}", args.steps, args.steady)
             print(f"with {changes}: {json.dumps(run)}", file=sys.stderr, flush=True)
             runs[f"with {changes}"] = [run]
+        if args.rehearse:
+            rehearsed = rehearsed_config(tuned, folder)
+            run = measure(rehearsed, folder / "caches-rehearsed", args.steps, args.steady)
+            print(f"rehearsed: {json.dumps(run)}", file=sys.stderr, flush=True)
+            runs["rehearsed"] = [run]
+        for name in args.inductor_folder:
+            run = measure(tuned, folder / f"caches-{name}", args.steps, args.steady, inductor=name)
+            print(f"with Inductor's folder {name}: {json.dumps(run)}", file=sys.stderr, flush=True)
+            runs[f"with, {name}"] = [run]
+        if args.kernel_report:
+            pairs = [
+                ("with, against the trial", folder / "study-cache", "with-0"),
+                ("rehearsed, against with", folder / "caches-with-0", "rehearsed"),
+            ]
+            for name in args.inductor_folder:
+                pairs += [
+                    (f"{name}, against the trial", folder / "study-cache", name),
+                    (f"{name}, against with", folder / "caches-with-0", name),
+                ]
+            kernels = {
+                label: kernel_differences(earlier / "triton", folder / f"caches-{later}" / "triton")
+                for label, earlier, later in pairs
+                if (folder / f"caches-{later}").is_dir() and (earlier / "triton").is_dir()
+            }
+            args.kernel_report.write_text(json.dumps(kernels, indent=1, default=str))
+            print(f"kernels: {json.dumps(kernels, default=str)[:4000]}", file=sys.stderr, flush=True)
         if args.warm:
             runs["warm"] = [
                 measure(tuned, folder / "caches-with-0", args.steps, args.steady, _profile(args.profile, "warm"))

@@ -4,6 +4,7 @@
   study's info). Writers take the names from here; only this package reads them back.
 - ``trial``: :class:`TrialRecord`, one trial parsed: its kind, outcome, params, first and ranked values,
   feasibility, worker, start and end.
+- ``rehearsal``: :class:`Rehearsal`, a trial's production start run once more as production runs it.
 - ``ranking``: which trial is better, speedup over the default, the Pareto front.
 - ``timeshares``: where the trial time went.
 - ``study``: :class:`StudyRecords`, the study's records read incrementally, and the answers every view
@@ -13,12 +14,14 @@ It may import optuna, :mod:`autotune.results`, :mod:`autotune.expr` and :mod:`au
 that runs trials or renders views (and the space package only to rebuild a study's space on demand).
 """
 
+from autotune.records.rehearsal import Rehearsal
 from autotune.records.schema import StudyInfo, TrialKind, load_study_info
 from autotune.records.study import StudyRecords, Tally, params_key
 from autotune.records.timeshares import TimeShares
 from autotune.records.trial import Remeasurement, TrialRecord
 
 __all__ = [
+    "Rehearsal",
     "Remeasurement",
     "StudyInfo",
     "StudyRecords",

@@ -50,6 +50,8 @@ __all__ = [
     "StudyInfo",
     "TrialKind",
     "load_study_info",
+    "rehearsed_key",
+    "rehearsed_number",
     "remeasured_key",
 ]
 
@@ -98,6 +100,10 @@ STUDY_ATTR_WINNER = "autotune.winner"
 # trial's attributes are immutable.
 _REMEASURED_PREFIX = "autotune.remeasured:"
 ATTR_REMEASURED = "autotune.remeasured"  # the same, on the trial itself (studies written before the prefix)
+# "autotune.rehearsed:<trial number>" -> a Rehearsal as a dict (autotune.records.rehearsal): the trial's production
+# start run once in a fresh process with empty compile caches and its compile artifacts loaded, and what that start
+# saved (autotune.sweep.rehearsal). On the study, as re-measurements are.
+_REHEARSED_PREFIX = "autotune.rehearsed:"
 
 # States of trials that have an outcome (pruned ones too: they were measured until the warm-up).
 FINISHED_STATES = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
@@ -111,6 +117,17 @@ def remeasured_key(number: int) -> str:
 def remeasured_number(key: str) -> int | None:
     """The trial number of a re-measurement's study attribute, or None for any other attribute."""
     rest = key.removeprefix(_REMEASURED_PREFIX)
+    return int(rest) if rest != key and rest.isdigit() else None
+
+
+def rehearsed_key(number: int) -> str:
+    """The study attribute holding the rehearsal of trial ``number``'s production start."""
+    return f"{_REHEARSED_PREFIX}{number}"
+
+
+def rehearsed_number(key: str) -> int | None:
+    """The trial number of a rehearsal's study attribute, or None for any other attribute."""
+    rest = key.removeprefix(_REHEARSED_PREFIX)
     return int(rest) if rest != key and rest.isdigit() else None
 
 

@@ -9,8 +9,9 @@ description all render these answers; none computes its own.
 Reading is incremental, because a sweep asks after every trial: :meth:`StudyRecords.refresh` is one read
 of the storage (Optuna's cached storage fetches only trials that are new or were unfinished at the last
 read), and a finished trial is parsed once (Optuna refuses updates to finished trials, so its record
-stays true). Re-measurements live on the study's attributes: they are read when the records are made,
-by :meth:`~StudyRecords.reread_remeasurements`, and from :meth:`~StudyRecords.note_remeasured`.
+stays true). Re-measurements and rehearsed starts live on the study's attributes: they are read when the records
+are made, by :meth:`~StudyRecords.reread_remeasurements`, and from :meth:`~StudyRecords.note_remeasured` and
+:meth:`~StudyRecords.note_rehearsed`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from optuna.trial import TrialState
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
 from autotune.records import ranking, schema
+from autotune.records.rehearsal import Rehearsal
 from autotune.records.schema import StudyInfo, TrialKind
 from autotune.records.timeshares import TimeShares, time_shares
 from autotune.records.trial import Remeasurement, TrialRecord, read_trial
@@ -98,6 +100,7 @@ class StudyRecords:
         self._measured: list[TrialRecord] = []  # in trial-number order
         self._by_params: dict[str, int] = {}  # the first measured trial of each configuration
         self._remeasured: dict[int, dict[str, Any]] = {}
+        self._rehearsed: dict[int, dict[str, Any]] = {}
         self._derived = _Derived(self)
         self.reread_remeasurements(refresh=False)
         self.refresh()
@@ -123,19 +126,25 @@ class StudyRecords:
             if trial.number in self._finished:
                 continue
             if trial.state in schema.FINISHED_STATES:
-                self._take_in(read_trial(trial, self.objectives, self._remeasured.get(trial.number)))
+                number = trial.number
+                self._take_in(
+                    read_trial(trial, self.objectives, self._remeasured.get(number), self._rehearsed.get(number))
+                )
             else:
                 open_records.append(read_trial(trial, self.objectives))
         self._open = open_records
         self._derived = _Derived(self)
 
     def reread_remeasurements(self, *, refresh: bool = True) -> None:
-        """Read the re-measurements stored on the study (one read of its attributes), e.g. another
-        process's finishing stages'."""
+        """Read the re-measurements and rehearsed starts stored on the study (one read of its attributes), e.g.
+        another process's finishing stages'."""
         for key, data in self.study.user_attrs.items():
-            number = schema.remeasured_number(key)
-            if number is not None and isinstance(data, dict):
+            if not isinstance(data, dict):
+                continue
+            if (number := schema.remeasured_number(key)) is not None:
                 self.note_remeasured(number, data)
+            elif (number := schema.rehearsed_number(key)) is not None:
+                self.note_rehearsed(number, data)
         if refresh:
             self.refresh()
 
@@ -146,6 +155,17 @@ class StudyRecords:
         if record is None or record.result is None:
             return
         updated = record.with_remeasurement(Remeasurement.from_dict(data, self.metric), self.objectives)
+        self._finished[number] = updated
+        self._measured = [updated if r.number == number else r for r in self._measured]
+        self._derived = _Derived(self)
+
+    def note_rehearsed(self, number: int, data: Mapping[str, Any]) -> None:
+        """Trial ``number``'s production start was rehearsed (``data`` as stored on the study)."""
+        self._rehearsed[number] = dict(data)
+        record = self._finished.get(number)
+        if record is None or record.result is None:
+            return
+        updated = record.with_rehearsal(Rehearsal.from_dict(data))
         self._finished[number] = updated
         self._measured = [updated if r.number == number else r for r in self._measured]
         self._derived = _Derived(self)

@@ -18,6 +18,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.records import schema
+from autotune.records.rehearsal import Rehearsal
 from autotune.records.schema import TrialKind
 from autotune.results import Status, TrialResult
 
@@ -117,6 +118,7 @@ class TrialRecord:
     trial_id: int | None = None  # the storage's id of the trial: for a writer that must act on it (fail, requeue)
     informed: bool = False  # the informed start: what an expert would try first here (autotune.sweep.informed)
     prepared_s: float = 0.0  # device seconds spent preparing it before it started (schema.ATTR_PREPARED_S)
+    rehearsed: Rehearsal | None = None  # its production start, rehearsed (autotune.records.rehearsal)
 
     # -- what the trial was --------------------------------------------------------------------
     @property
@@ -209,6 +211,24 @@ class TrialRecord:
         return dict(saved) if isinstance(saved, Mapping) else None
 
     @property
+    def start_rehearsal(self) -> Rehearsal | None:
+        """The rehearsal of this trial's production start from its own compile artifacts (None: not rehearsed, or
+        from other artifacts than those it records)."""
+        own, again = self.compile_artifacts, self.rehearsed
+        if own is None or again is None or again.of_sha256 != own.get("sha256"):
+            return None
+        return again
+
+    @property
+    def shipped_artifacts(self) -> dict[str, Any] | None:
+        """The compile artifacts that ship with this trial's configuration: what the rehearsal of its production
+        start saved, where one ran ok and saved some; else the trial's own (:attr:`compile_artifacts`)."""
+        again = self.start_rehearsal
+        if again is not None and again.ok and again.artifacts is not None:
+            return dict(again.artifacts)
+        return self.compile_artifacts
+
+    @property
     def compile_s(self) -> float:
         """Seconds it spent compiling: its ``compile_s`` when it compiled (an eager trial's warm-up above its
         steady step is not compiling), never more than the trial lasted."""
@@ -244,6 +264,10 @@ class TrialRecord:
         """This record ranked by ``remeasured`` from now on."""
         return replace(self, remeasured=remeasured, objectives=_objectives(self.result, remeasured, objectives))
 
+    def with_rehearsal(self, rehearsed: Rehearsal) -> TrialRecord:
+        """This record with its production start rehearsed."""
+        return replace(self, rehearsed=rehearsed)
+
 
 def _objectives(
     result: TrialResult | None, remeasured: Remeasurement | None, objectives: Sequence[tuple[str, str]]
@@ -270,10 +294,13 @@ def is_informed(trial: FrozenTrial) -> bool:
 
 
 def read_trial(
-    trial: FrozenTrial, objectives: Sequence[tuple[str, str]], remeasured: Mapping[str, Any] | None = None
+    trial: FrozenTrial,
+    objectives: Sequence[tuple[str, str]],
+    remeasured: Mapping[str, Any] | None = None,
+    rehearsed: Mapping[str, Any] | None = None,
 ) -> TrialRecord:
-    """Parse ``trial`` of a study with these ``(metric, direction)`` objectives; ``remeasured`` is its
-    re-measurement as stored on the study, if any."""
+    """Parse ``trial`` of a study with these ``(metric, direction)`` objectives; ``remeasured`` and ``rehearsed``
+    are its re-measurement and the rehearsal of its start as stored on the study, if any."""
     attrs = trial.user_attrs
     data = attrs.get(schema.ATTR_RESULT)
     result = TrialResult.from_dict(data) if data else None
@@ -306,6 +333,7 @@ def read_trial(
         trial_id=trial._trial_id,
         informed=bool(attrs.get(schema.ATTR_INFORMED)),
         prepared_s=max(0.0, finite(attrs.get(schema.ATTR_PREPARED_S)) or 0.0),
+        rehearsed=Rehearsal.from_dict(rehearsed) if rehearsed and result is not None else None,
     )
 
 

@@ -44,6 +44,7 @@ from autotune.sweep.parking import Predict
 from autotune.sweep.profile import Profile
 from autotune.sweep.proposals import Proposer
 from autotune.sweep.recorder import Recorder
+from autotune.sweep.rehearsal import Rehearse
 from autotune.sweep.remeasure import Remeasure
 from autotune.sweep.report_stage import Report
 from autotune.sweep.setup import enqueue_first_trials, open_study, study_info, trial_budget
@@ -199,6 +200,8 @@ class Sweep:
             # After re-measuring (the finalists are the re-measured top); a finalist that then ranks in the
             # top is re-measured too, so it competes by its median as the others do.
             stages += [Finalists(finalists, self.deadline), Remeasure(options.remeasure_top, options.remeasure_repeats)]
+        if options.rehearse_start:
+            stages.append(Rehearse(self.deadline))  # once the winner is settled: its artifacts are what ship
         if options.profile_steps:
             stages.append(Profile(options.profile_steps))  # after re-measuring: it names the winner
         return [*stages, Report()]  # last: it draws what the others measured

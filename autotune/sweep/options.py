@@ -9,7 +9,7 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.jobspec import Pruning
-from autotune.records import Tally, TimeShares
+from autotune.records import Rehearsal, Tally, TimeShares
 from autotune.results import TrialResult
 from autotune.storage import studies as studyio
 
@@ -45,6 +45,9 @@ class SweepOptions:
     warm_start: str | None = None
     # After the default, measure what an expert would try first on this device (autotune.sweep.informed).
     informed_start: bool = True
+    # At the end, run the winner's production start once, from its compile artifacts, and ship what that start saved
+    # (autotune.sweep.rehearsal).
+    rehearse_start: bool = True
     # Compile the search's next graphs on the idle CPU while trials run (autotune.sweep.ahead); None: where it pays.
     compile_ahead: bool | None = None
     # The sweep's end (time.time()), where one process set it for others: a --gpus orchestrator for its workers,
@@ -83,6 +86,7 @@ class SweepSummary:
     # Trial time (s) and measured trials until the first within 2% of the winner: what finding the answer cost.
     to_within_2pct: tuple[float, int] | None = None
     kernels_never_run: list[str] = field(default_factory=list)  # listed kernels no finished trial launched
+    start: Rehearsal | None = None  # the winner's production start, rehearsed (autotune.sweep.rehearsal)
 
     @property
     def measured(self) -> int:

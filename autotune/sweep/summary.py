@@ -41,6 +41,7 @@ def summarize(ctx: SweepContext, stop_reason: str, wall_s: float) -> SweepSummar
     if winner is not None:
         summary.best_trial, summary.best_value = winner.number, winner.value
         summary.best_value_is, summary.speedup = winner.value_is, records.speedup(winner)
+        summary.start = winner.start_rehearsal
     table = rows(records)
     summary.leaderboard = render(table, ctx.info, "table", 10)
     attr = winner_attr(records)
@@ -104,6 +105,8 @@ def _summary_metrics(summary: SweepSummary, winner: Any) -> dict[str, float]:
     }
     if winner is not None and winner.remeasured is not None and winner.remeasured.cv is not None:
         metrics["best_remeasured_cv"] = winner.remeasured.cv
+    if summary.start is not None and summary.start.ok:
+        metrics["start_s"] = summary.start.start_s
     return {k: float(v) for k, v in metrics.items() if v is not None}
 
 
@@ -151,6 +154,11 @@ def summary_text(summary: SweepSummary, storage: str) -> str:
     if summary.to_within_2pct is not None:
         seconds, trials = summary.to_within_2pct
         lines.append(f"within 2% of the winner after {seconds / 60:.1f} min of trial time ({trials} measured trials)")
+    if summary.start is not None and summary.start.ok and summary.start.start_s is not None:
+        lines.append(
+            f"production start (rehearsed: a fresh process, empty compile caches, the compile artifacts that ship):"
+            f" {summary.start.start_s:.1f} s to load them and compile the first steps"
+        )
     lines += [kernel_never_run_warning(path) for path in summary.kernels_never_run]
     store = "" if storage == DEFAULT_STORAGE else f" --storage '{redact_url(storage)}'"
     lines += ["", summary.leaderboard]

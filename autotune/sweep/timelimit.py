@@ -4,9 +4,10 @@ A time limit (``budget.timeout``, ``--timeout``) bounds the whole sweep, as near
 trials can tell what is left to do. The search stops once the time left is what the finishing stages
 are expected to take, and a typical search trial (:meth:`TimeLimit.search_over`): re-measuring the top
 (``--remeasure-top``, each run compiling from the study's cache), then the finalists and their own
-re-measurement. And the finalists stage starts a finalist only when it is expected to end, its
-re-measurement included, before the limit (:func:`finalist_estimate`); one that is not says so in one
-line. Re-measurements are never skipped (they decide the winner), nor is the report.
+re-measurement, and the rehearsal of the winner's production start (about one re-measurement). And the
+finalists stage starts a finalist only when it is expected to end, its re-measurement included, before the
+limit (:func:`finalist_estimate`); one that is not says so in one line. Re-measurements are never skipped
+(they decide the winner), nor is the report.
 
 The estimates come from the study: a trial's measuring time is its duration less its compile; a
 finalist compiles as its search trial did (or as the study's median cold compile, when that is
@@ -205,6 +206,8 @@ class TimeLimit:
             for record in records.ranked[: self.options.remeasure_top]:
                 if record.remeasured is None:
                     total += self.remeasure_runs * remeasure_run_s(record, records)
+        if self.options.rehearse_start and records.ranked and records.ranked[0].compiled:
+            total += remeasure_run_s(records.ranked[0], records)  # the winner's start, rehearsed: about one run
         spec = self.space.finalists
         if spec is not None:
             overrides = spec.knob_overrides()
@@ -228,6 +231,6 @@ class TimeLimit:
         if reserve > 0 and now + _typical_trial_s(records) + reserve >= self.deadline:
             return (
                 f"sweep time limit reached, less the {format_duration(reserve)} kept for the finishing stages "
-                "(re-measuring, finalists)"
+                "(re-measuring, finalists, rehearsing the winner's start)"
             )
         return None

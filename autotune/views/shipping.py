@@ -91,7 +91,7 @@ def ship(
 
 def _saved(record: TrialRecord, folder: Path) -> tuple[bytes, Artifacts] | None:
     """The trial's own file and its record, checked against the sha256 recorded; None when it has none here."""
-    saved = record.compile_artifacts
+    saved = record.shipped_artifacts  # what the rehearsal of its start saved, where the sweep ran one
     if saved is None:
         return None
     artifacts = Artifacts.from_dict(saved, f"trial {record.number}'s record of its compile artifacts")

@@ -8,6 +8,7 @@ import optuna
 from study_records import measured_records
 from trial_workloads import outlier_space
 
+from autotune.records import Rehearsal
 from autotune.records.timeshares import OutcomeTime, TimeShares
 from autotune.results import Status
 from autotune.space import load_space
@@ -42,3 +43,13 @@ def test_economy_line_shares_of_trial_time() -> None:
     assert time.line() == "trial time 10.0 min: compiling 2.5 min (25%), in trials that ended pruned 0.5 min (5%)"
     assert summary.pruned_share == 0.05
     assert SweepSummary("s").time.line() is None and SweepSummary("s").pruned_share is None
+
+
+def test_the_summary_says_what_the_rehearsed_start_took() -> None:
+    summary = SweepSummary("s", start=Rehearsal("a" * 64, "ok", loaded=True, start_s=9.75, load_s=1.5))
+    assert (
+        "production start (rehearsed: a fresh process, empty compile caches, the compile artifacts that ship):"
+        " 9.8 s to load them and compile the first steps"
+    ) in summary_text(summary, "memory")
+    failed = SweepSummary("s", start=Rehearsal("a" * 64, "timeout", reason="the start took more than 1 s"))
+    assert "production start" not in summary_text(failed, "memory")  # the stage said why when it ran

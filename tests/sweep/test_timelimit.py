@@ -78,18 +78,23 @@ def test_the_search_leaves_the_finishing_stages_their_time(tmp_path: Path) -> No
     add_timed(study, "none", seconds=10.0, compile_s=0.0, value=50.0)
     add_timed(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
     found = records(study)
-    # Re-measuring the winner twice (2 x 27.5 s), then its finalist: 25 + 150 and 2 re-measurements of 40 s.
-    reserve = 2 * 27.5 + 25 + 150 + 2 * 40
+    # Re-measuring the winner twice (2 x 27.5 s), rehearsing its start (about one more), then its finalist: 25 + 150
+    # and 2 re-measurements of 40 s.
+    reserve = 3 * 27.5 + 25 + 150 + 2 * 40
     deadline = 10_000.0
     assert limit(tmp_path, deadline).reserve(found) == pytest.approx(reserve)
     typical = 30.0  # the median search trial: the next one must end before the reserve begins
     assert limit(tmp_path, deadline).search_over(found, now=deadline - reserve - typical - 1) is None
     over = limit(tmp_path, deadline).search_over(found, now=deadline - reserve - typical + 1)
-    assert over == "sweep time limit reached, less the 5m10s kept for the finishing stages (re-measuring, finalists)"
+    assert over == (
+        "sweep time limit reached, less the 5m37s kept for the finishing stages (re-measuring, finalists, rehearsing"
+        " the winner's start)"
+    )
     # At most half the limit is kept from the search, and nothing for a finalist that would not fit in that half
-    # (the stage would not start it): only the re-measurements; all of the half where they need more.
-    assert limit(tmp_path, deadline, timeout="620s").reserve(found) == pytest.approx(reserve)
-    assert limit(tmp_path, deadline, timeout="400s").reserve(found) == pytest.approx(2 * 27.5)
+    # (the stage would not start it): only the re-measurements and the rehearsal; all of the half where they need more.
+    assert limit(tmp_path, deadline, timeout="680s").reserve(found) == pytest.approx(reserve)
+    assert limit(tmp_path, deadline, timeout="400s").reserve(found) == pytest.approx(3 * 27.5)
+    assert limit(tmp_path, deadline, timeout="400s", rehearse_start=False).reserve(found) == pytest.approx(2 * 27.5)
     assert limit(tmp_path, deadline, timeout="100s").reserve(found) == pytest.approx(50.0)
     # Nothing under --replay; past the limit, the plain reason.
     assert limit(tmp_path, deadline, replay=tmp_path / "r.json").reserve(found) == 0.0

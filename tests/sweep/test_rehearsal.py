@@ -1,0 +1,130 @@
+"""The winner's production start, rehearsed (real processes, Inductor on the CPU): the exported config started in a
+fresh interpreter with empty compile caches loads the winner's artifacts, and what it saves is what export ships."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+from pathlib import Path
+
+import optuna
+import yaml
+from recorded_studies import add_trial
+
+from autotune.records import StudyRecords, schema
+from autotune.results import Status, TrialResult
+from autotune.space import load_space
+from autotune.sweep import SweepOptions
+from autotune.sweep.context import SweepContext
+from autotune.sweep.executors import TrialExecutor
+from autotune.sweep.rehearsal import Rehearse
+from autotune.sweep.setup import study_info, study_name
+from autotune.trial.compilecache import study_cache_dir
+from autotune.tuned import artifacts as compileartifacts
+from autotune.views.export import export
+from autotune.views.progress import Progress
+
+SPACE = """
+workload: {name: "trial_workloads:tiny_mlp", preset: tiny}
+device: cpu
+objective: {metric: throughput, direction: maximize}
+budget: {trials: 2, trial_timeout: 5m}
+params:
+  compile_mode: [none, default]
+"""
+
+
+def context(tmp_path: Path, said: io.StringIO) -> SweepContext:
+    """A sweep's context over a new SQLite study of SPACE, its trials run in real processes."""
+    space_file = tmp_path / "rehearse.yaml"
+    space_file.write_text(SPACE)
+    space = load_space(space_file)
+    options = SweepOptions(storage=f"sqlite:///{tmp_path}/rehearse.db", tracking=False)
+    info = study_info(space, options)
+    study = optuna.create_study(storage=options.storage, study_name=study_name(space, options), direction="maximize")
+    study.set_user_attr(schema.STUDY_ATTR_INFO, info.to_dict())
+    records = StudyRecords.read(study, info)
+    executor = TrialExecutor(space, options)
+    progress = Progress(None, None, said)
+    return SweepContext(space, options, study, study._storage, info, records, executor, progress, None)
+
+
+def with_compiled_winner(ctx: SweepContext) -> int:
+    """A compiled trial, run for real (it saves its artifacts in the study's folder), recorded as the study's winner
+    over an eager default made up to lose; its number."""
+    result = ctx.executor({"compile_mode": "default"}, 300.0, None)
+    assert result.ok and "compile_artifacts" in result.extra, (result.reason, result.warnings)
+    metrics = {"throughput": 1.0, "throughput_unit": "samples/s", "step_ms_p50": 16_000.0}
+    default = TrialResult(Status.OK, None, {"compile_mode": "none"}, metrics, dict(result.env))
+    add_trial(ctx.study, ctx.info, default, default=True)
+    result.metrics["throughput"] = 1e9
+    number = add_trial(ctx.study, ctx.info, result)
+    ctx.records.refresh()
+    return number
+
+
+def test_the_winners_start_is_rehearsed_and_export_ships_what_it_saved(tmp_path: Path) -> None:
+    said = io.StringIO()
+    ctx = context(tmp_path, said)
+    number = with_compiled_winner(ctx)
+    own = ctx.records.trial(number).compile_artifacts
+    assert own is not None
+
+    Rehearse().run(ctx)
+    lines = said.getvalue()
+    assert f"rehearsing trial {number}'s production start: a fresh process, empty compile caches" in lines
+    assert f"trial {number}'s production start, rehearsed: " in lines
+    assert "what that start built and read ships" in lines
+    winner = ctx.records.winner
+    assert winner is not None and winner.number == number
+    rehearsal = winner.start_rehearsal
+    assert rehearsal is not None and rehearsal.ok and rehearsal.loaded, rehearsal
+    assert rehearsal.of_sha256 == own["sha256"] and rehearsal.start_s is not None and rehearsal.load_s is not None
+    shipped = winner.shipped_artifacts
+    assert shipped is not None and shipped == rehearsal.artifacts
+    cache = study_cache_dir(ctx.options.storage, ctx.study.study_name)
+    saved = cache / compileartifacts.FOLDER / shipped["file"]
+    assert hashlib.sha256(saved.read_bytes()).hexdigest() == shipped["sha256"]
+    assert (cache / compileartifacts.FOLDER / own["file"]).exists()  # the trial's own are kept
+    assert not list(cache.glob("rehearsal-*"))  # its config and empty caches were temporary folders
+    # stored on the study: another process's records read it
+    again = StudyRecords.read(optuna.load_study(study_name=ctx.study.study_name, storage=ctx.options.storage), ctx.info)
+    assert again.trial(number).start_rehearsal == rehearsal
+
+    target = tmp_path / "out" / "tuned.yaml"
+    export(ctx.study, ctx.info, target, storage=ctx.options.storage, records=ctx.records)
+    section = yaml.safe_load(target.read_text())["compile_artifacts"]
+    assert section["sha256"] == shipped["sha256"] and section["trial"] == number
+    assert (target.parent / section["file"]).read_bytes() == saved.read_bytes()
+
+    before = said.getvalue()
+    Rehearse().run(ctx)  # a resumed sweep: rehearsed already, not run again
+    assert said.getvalue() == before
+
+
+def test_a_rehearsal_that_fails_leaves_the_trials_own_artifacts_shipping(tmp_path: Path) -> None:
+    said = io.StringIO()
+    ctx = context(tmp_path, said)
+    number = with_compiled_winner(ctx)
+    budget = dataclasses.replace(ctx.space.budget, trial_timeout_s=1.0)  # too short for any start
+    Rehearse().run(dataclasses.replace(ctx, space=dataclasses.replace(ctx.space, budget=budget)))
+    winner = ctx.records.trial(number)
+    rehearsal = winner.start_rehearsal
+    assert rehearsal is not None and not rehearsal.ok and rehearsal.artifacts is None, rehearsal
+    assert winner.shipped_artifacts == winner.compile_artifacts
+    assert f"trial {number}'s production start, rehearsed: it ended {rehearsal.status}" in said.getvalue()
+    assert "its own compile artifacts ship" in said.getvalue()
+
+
+def test_a_sweep_past_its_time_limit_does_not_rehearse(tmp_path: Path) -> None:
+    said = io.StringIO()
+    ctx = context(tmp_path, said)
+    metrics = {"throughput": 5.0, "throughput_unit": "samples/s", "step_ms_p50": 3.0, "compile_s": 9.0}
+    compiled = TrialResult(Status.OK, None, {"compile_mode": "default"}, metrics, {"device": "cpu"})
+    compiled.extra["compile_artifacts"] = {"file": "e" * 64 + ".bin", "sha256": "e" * 64, "bytes": 1, "env": {}}
+    number = add_trial(ctx.study, ctx.info, compiled)
+    ctx.records.refresh()
+    Rehearse(deadline=0.0).run(ctx)  # nothing runs: the trial's artifacts file need not exist
+    assert ctx.records.trial(number).rehearsed is None
+    assert "not rehearsed: the sweep's time limit has passed (its own compile artifacts ship)" in said.getvalue()
