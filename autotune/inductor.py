@@ -54,37 +54,49 @@ def cache_workarounds(options: Mapping[str, Any], torch_version: str | None = No
     """Options to add to ``options`` so that a process that loads their compile from Inductor's caches (a
     re-measurement, production with the shipped artifacts) gets all of it; empty where nothing is needed.
 
-    With ``coordinate_descent_tuning``, torch before 2.12 loses the tuned block sizes of a kernel the FX graph
-    cache hands over with its static launcher (the default on CUDA): 2.11's ``recheck_autotune_cache`` ignores a
-    cached result for a kernel of one config, and drops ``found_by_coordesc`` for the others, so the first steps
-    tune every kernel again (on an H100 ResNet-50's winner, a finalist with this option, spent 182 s in its first
-    production steps with its artifacts loaded; pytorch/pytorch#173391, in 2.12, fixed it). Triton's own launcher
-    alone did not help (197 s, measured since): a kernel built by one of Inductor's compile workers reaches the
-    process as a pickled autotuner, and Triton's ``Config`` pickles without ``found_by_coordesc`` (described in
-    pytorch/pytorch#181292), so the cached result is read, then tuned again. So where the static launcher is off
-    the kernels are also built in the process itself (``compile_threads: 1``; the FX graph cache's key leaves that
-    setting out, and from the shipped artifacts there is little to build). The price is paid where the graph is
-    compiled for the first time (the finalist's own trial builds its kernels one after another: the finalist of
-    the H100 run above waited 10 s for kernel builds with 16 workers), and repaid by each re-measurement and
-    production start that then skips the tuning (about 190 s each there). Measured on an H100 (BENCHMARKS.md): with
-    both, production with the artifacts timed no kernel by coordinate descent and compiled its first steps in 43.7 s
-    instead of 197.2 s. The trial
-    compiles with the same options as production (:func:`autotune.knobs.compile_arguments`), so what it measured
-    is what ships.
+    Both concern ``coordinate_descent_tuning``, whose tuned block sizes a start must find in the autotune cache
+    marked as found by it, else it tunes the kernel again (seconds each, at every start):
+
+    - torch before 2.12 loses that mark for a kernel the FX graph cache hands over with its static launcher (the
+      default on CUDA): 2.11's ``recheck_autotune_cache`` ignores a cached result for a kernel of one config, and
+      drops ``found_by_coordesc`` for the others (on an H100 ResNet-50's winner, a finalist with this option, spent
+      182 s in its first production steps with its artifacts loaded; pytorch/pytorch#173391, in 2.12, fixed it).
+      Triton's own launcher alone did not help (197 s, measured since): a kernel built by one of Inductor's compile
+      workers reaches the process as a pickled autotuner, and Triton's ``Config`` pickles without the mark
+      (pytorch/pytorch#181292), so the cached result is read, then tuned again. So there the static launcher is off
+      and the kernels are built in the process itself (``compile_threads: 1``; the FX graph cache's key leaves that
+      setting out, and from the shipped artifacts there is little to build). The price is paid where the graph is
+      compiled for the first time (the finalist's own trial builds its kernels one after another: the finalist of
+      the H100 run above waited 10 s for kernel builds with 16 workers), and repaid by each re-measurement and
+      production start that then skips the tuning (about 190 s each there): with both, production with the
+      artifacts compiled its first steps in 43.7 s instead of 197.2 s (BENCHMARKS.md).
+    - torch before 2.13 (2.11 seen; 2.12 not checked) halves a reduction kernel's RBLOCK after it compiled it from
+      a cached result (``_dynamic_scale_rblock``, for occupancy) and benchmarks both; that benchmark saves its
+      winner without the mark, so the next start tunes the kernel again, and saves it with the mark, and the one
+      after benchmarks again (pytorch/pytorch#181789, #181292; 2.13 skips the halving on a cache hit). ResNet-50's
+      production starts spent 8.8 and 14.0 s tuning so (BENCHMARKS.md, tenth session). Coordinate descent tunes
+      RBLOCK itself, so the halving is off where it runs: ``dynamic_scale_rblock: False``.
+
+    The trial compiles with the same options as production (:func:`autotune.knobs.compile_arguments`), so what it
+    measured is what ships. An option the space sets itself is left as it is.
     """
     import torch  # the version, and below Inductor's config: only knobs with Inductor options ask
     from torch.torch_version import TorchVersion
 
-    if not options.get("coordinate_descent_tuning") or "use_static_cuda_launcher" in options:
+    if not options.get("coordinate_descent_tuning"):
         return {}
-    if TorchVersion(torch_version or torch.__version__) >= "2.12":
+    version = TorchVersion(torch_version or torch.__version__)
+    if version >= "2.13":
         return {}
     from torch._inductor import config
 
     known = config.get_config_copy()
-    if "use_static_cuda_launcher" not in known:
-        return {}
-    return {"use_static_cuda_launcher": False, **({"compile_threads": 1} if "compile_threads" in known else {})}
+    found: dict[str, Any] = {}
+    if version < "2.12" and "use_static_cuda_launcher" not in options and "use_static_cuda_launcher" in known:
+        found = {"use_static_cuda_launcher": False, **({"compile_threads": 1} if "compile_threads" in known else {})}
+    if "dynamic_scale_rblock" not in options and "dynamic_scale_rblock" in known:
+        found["dynamic_scale_rblock"] = False
+    return found
 
 
 def problems(options: Mapping[Any, Any]) -> list[tuple[str, str]]:

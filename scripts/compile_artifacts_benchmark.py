@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -259,8 +260,8 @@ def rehearsed_config(tuned: Path, folder: Path) -> Path:
 def kernel_differences(before: Path, after: Path) -> dict[str, Any]:
     """The kernel folders of Triton's cache ``after`` whose keys ``before`` lacks (built anew), and how each differs
     from the nearest kernel of the same name in ``before``: its metadata's fields (Triton's options, the env
-    variables in its key), its TTIR (constants, specialisation), or neither (the key's other parts: the source's
-    line, the backend)."""
+    variables in its key), its TTIR but for source file names (code, constants, specialisation), or neither (the
+    key's other parts: a constant the code does not use, the source's line, the backend)."""
     old, new = _kernels(before), _kernels(after)
     built = {key: path for key, path in new.items() if key not in old}
     by_name: dict[str, list[tuple[dict[str, Any], str]]] = {}
@@ -318,7 +319,10 @@ def _metadata(kernel: Path) -> dict[str, Any]:
 
 
 def _ttir(kernel: Path) -> str:
-    return "\n".join(path.read_text(errors="replace") for path in sorted(kernel.glob("*.ttir")))
+    """The kernel's TTIR with its source locations' file names left out (a trial's Inductor folder is not
+    production's): what differs then is the code, its constants or its specialisation."""
+    text = "\n".join(path.read_text(errors="replace") for path in sorted(kernel.glob("*.ttir")))
+    return re.sub(r'loc\("[^"]*"', 'loc("<file>"', text)
 
 
 def _fields_differing(one: dict[str, Any], other: dict[str, Any]) -> list[str]:

@@ -253,17 +253,25 @@ def test_inductor_options_go_to_torch_compile_with_the_modes_own() -> None:
     assert calls == [{"options": {"max_autotune": True, "coordinate_descent_tuning": False}}]
 
 
-def test_coordinate_descent_keeps_its_tuned_blocks_through_the_cache_on_torch_before_2_12() -> None:
+def test_coordinate_descent_keeps_its_tuned_blocks_through_the_cache_on_torch_before_2_13() -> None:
     """torch 2.11's static launcher loses coordinate descent's cached block sizes (autotune.inductor), and so does a
     kernel built by a compile worker (pickled without them): Triton's own launcher and builds in the process; 2.12
-    fixed the first, and without coordinate descent nothing is needed."""
+    fixed the first. Before 2.13 the RBLOCK halving after a cache hit saves its pick unmarked: off. Without
+    coordinate descent nothing is needed."""
     from autotune.inductor import cache_workarounds
 
     tuned = {"coordinate_descent_tuning": True}
-    assert cache_workarounds(tuned, "2.11.0+cu130") == {"use_static_cuda_launcher": False, "compile_threads": 1}
-    assert cache_workarounds(tuned, "2.12.0") == {} and cache_workarounds(tuned, "2.13.0+cpu") == {}
+    assert cache_workarounds(tuned, "2.11.0+cu130") == {
+        "use_static_cuda_launcher": False,
+        "compile_threads": 1,
+        "dynamic_scale_rblock": False,
+    }
+    assert cache_workarounds(tuned, "2.12.0") == {"dynamic_scale_rblock": False}
+    assert cache_workarounds(tuned, "2.13.0+cpu") == {}
     assert cache_workarounds({"coordinate_descent_tuning": False}, "2.11.0") == {}
-    assert cache_workarounds({**tuned, "use_static_cuda_launcher": True}, "2.11.0") == {}  # a space's own choice
+    # a space's own choices are left as they are
+    assert cache_workarounds({**tuned, "use_static_cuda_launcher": True}, "2.11.0") == {"dynamic_scale_rblock": False}
+    assert cache_workarounds({**tuned, "dynamic_scale_rblock": True}, "2.12.1") == {}
 
 
 def test_inductor_options_without_compile_are_a_recorded_noop() -> None:
