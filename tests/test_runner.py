@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import select
@@ -213,3 +214,31 @@ def test_workload_params_given_as_text_take_their_defaults_type() -> None:
         coerce_param("with_loss_fn", "maybe", True)
     with pytest.raises(AutotuneError, match=r"workload param micro_batches='four' is not valid: expected an integer"):
         coerce_param("micro_batches", "four", 4)
+
+
+_WARMED = """
+import json, os, sys, time
+from multiprocessing import forkserver
+from autotune.runner import TrialRunner
+
+began = time.perf_counter()
+TrialRunner().warm()
+returned = time.perf_counter() - began
+pid = forkserver._forkserver._forkserver_pid  # the trial server, started by warm() before any trial was asked
+loaded = False
+while not loaded and time.perf_counter() - began < 60:
+    with open(f"/proc/{pid}/maps") as maps:
+        loaded = "libtorch" in maps.read()
+    time.sleep(0.1)
+print(json.dumps({"warm_s": returned, "torch_in_server": loaded}))
+"""
+
+
+def test_warm_starts_the_trial_server_importing_torch_while_the_caller_goes_on() -> None:
+    """A sweep calls warm() before its own set-up: it returns at once, and the server (one per process: a fresh
+    interpreter here) imports torch in its own process before the first trial is asked for."""
+    proc = subprocess.run([sys.executable, "-c", _WARMED], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["torch_in_server"], found
+    assert found["warm_s"] < 1.0, found  # torch's import (seconds) was not the caller's

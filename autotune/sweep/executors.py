@@ -31,6 +31,7 @@ class TrialExecutor:
         self.options = options
         self.device = options.device or space.device
         self.cache = str(study_cache_dir(options.storage, study_name(space, options)))
+        self.runner.warm()  # its imports overlap the sweep's set-up, not the first trial (the default)
 
     def spec(self, params: dict[str, Any], pruning: Pruning | None = None) -> TrialSpec:
         """The trial job of ``params``, as this sweep runs it."""

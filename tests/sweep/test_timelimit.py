@@ -172,6 +172,9 @@ def test_every_run_of_a_study_compiles_from_its_cache(tmp_path: Path, monkeypatc
     specs: list[TrialSpec] = []
 
     class Runner:  # the trial processes: what each was asked to run
+        def warm(self) -> None:
+            pass
+
         def run(self, spec: TrialSpec, timeout_s: float) -> TrialResult:
             specs.append(spec)
             compiled = spec.params.get("compile_mode") != "none"
