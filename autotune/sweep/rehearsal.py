@@ -137,9 +137,15 @@ class Rehearse:
         with tempfile.TemporaryDirectory(prefix="rehearsal-config-", dir=cache) as config_folder:
             tuned = Path(config_folder) / "tuned.yaml"
             try:  # the tuned config production gets, its artifacts beside it (the trial's own: none rehearsed yet)
-                export(ctx.study, ctx.info, tuned, storage=ctx.options.storage, records=ctx.records)
+                config = export(ctx.study, ctx.info, tuned, storage=ctx.options.storage, records=ctx.records)
             except AutotuneError as exc:
                 ctx.progress.message(f"trial {winner.number}'s production start not rehearsed: {exc}")
+                return
+            if not config.compile_artifacts:  # a start from scratch would rehearse nothing that ships
+                ctx.progress.message(
+                    f"trial {winner.number}'s production start not rehearsed: its compile artifacts are not in"
+                    f" {cache / compileartifacts.FOLDER}"
+                )
                 return
             folder = cache / compileartifacts.FOLDER
             rehearsal = rehearse(tuned, folder, executor.device, ctx.space.budget.trial_timeout_s)

@@ -117,14 +117,19 @@ def test_a_rehearsal_that_fails_leaves_the_trials_own_artifacts_shipping(tmp_pat
     assert "its own compile artifacts ship" in said.getvalue()
 
 
-def test_a_sweep_past_its_time_limit_does_not_rehearse(tmp_path: Path) -> None:
+def test_a_sweep_past_its_time_limit_or_without_the_artifacts_file_does_not_rehearse(tmp_path: Path) -> None:
     said = io.StringIO()
     ctx = context(tmp_path, said)
     metrics = {"throughput": 5.0, "throughput_unit": "samples/s", "step_ms_p50": 3.0, "compile_s": 9.0}
     compiled = TrialResult(Status.OK, None, {"compile_mode": "default"}, metrics, {"device": "cpu"})
-    compiled.extra["compile_artifacts"] = {"file": "e" * 64 + ".bin", "sha256": "e" * 64, "bytes": 1, "env": {}}
+    missing = {"file": "e" * 64 + ".bin", "sha256": "e" * 64, "bytes": 1, "env": {"torch": "2.13.0"}}
+    compiled.extra["compile_artifacts"] = missing
     number = add_trial(ctx.study, ctx.info, compiled)
     ctx.records.refresh()
     Rehearse(deadline=0.0).run(ctx)  # nothing runs: the trial's artifacts file need not exist
     assert ctx.records.trial(number).rehearsed is None
     assert "not rehearsed: the sweep's time limit has passed (its own compile artifacts ship)" in said.getvalue()
+    # Without a time limit, a winner whose artifacts file is gone is not started from scratch either
+    Rehearse().run(ctx)
+    assert ctx.records.trial(number).rehearsed is None
+    assert f"trial {number}'s production start not rehearsed: its compile artifacts are not in" in said.getvalue()
