@@ -34,7 +34,9 @@ def test_a_compiled_trial_runs_the_graph_compiled_ahead_of_it(tmp_path: Path) ->
     space_file = tmp_path / "ahead.yaml"
     space_file.write_text(SPACE)
     storage = f"sqlite:///{tmp_path}/ahead.db"
-    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0)
+    options = SweepOptions(
+        storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0, rehearse_start=False
+    )
     said = io.StringIO()
     summary = run_sweep(load_space(space_file), options, Progress(None, None, said))
     assert summary.measured == 4  # the whole space: both compiled configurations ran

@@ -79,7 +79,9 @@ def sweep(tmp_path: Path, text: str, **options: Any) -> tuple[optuna.Study, str]
         return TrialResult(Status.OK, None, params, {"throughput": float(params["batch_size"])})
 
     storage = f"sqlite:///{tmp_path}/study.db"
-    settings = SweepOptions(storage=storage, tracking=False, remeasure_top=0, prune_ratio=0.0, **options)
+    settings = SweepOptions(
+        storage=storage, tracking=False, remeasure_top=0, prune_ratio=0.0, rehearse_start=False, **options
+    )
     summary = Sweep(load_space(tmp_path / "space.yaml"), settings, executor, Progress(None, None, io.StringIO())).run()
     return optuna.load_study(study_name="space", storage=storage), summary.stop_reason
 

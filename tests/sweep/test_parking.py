@@ -41,7 +41,9 @@ params:
 def test_the_informed_start_steps_aside_while_its_graph_compiles(tmp_path: Path) -> None:
     (tmp_path / "park.yaml").write_text(SPACE)
     storage = f"sqlite:///{tmp_path}/park.db"
-    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0)
+    options = SweepOptions(
+        storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0, rehearse_start=False
+    )
     said = io.StringIO()
     began = time.time()
     summary = run_sweep(load_space(tmp_path / "park.yaml"), options, Progress(None, None, said))
@@ -79,7 +81,9 @@ def test_a_trial_predicted_to_outlast_the_parked_compile_is_measured_after_the_p
     monkeypatch.setattr(loop, "_predict", lambda ctx: predict)
     (tmp_path / "park.yaml").write_text(SPACE)
     storage = f"sqlite:///{tmp_path}/park.db"
-    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0)
+    options = SweepOptions(
+        storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0, rehearse_start=False
+    )
     said = io.StringIO()
     began = time.time()
     run_sweep(load_space(tmp_path / "park.yaml"), options, Progress(None, None, said))

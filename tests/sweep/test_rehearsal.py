@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import io
 from pathlib import Path
+from typing import Any
 
 import optuna
 import yaml
@@ -15,7 +16,7 @@ from recorded_studies import add_trial
 from autotune.records import StudyRecords, schema
 from autotune.results import Status, TrialResult
 from autotune.space import load_space
-from autotune.sweep import SweepOptions
+from autotune.sweep import Sweep, SweepOptions
 from autotune.sweep.context import SweepContext
 from autotune.sweep.executors import TrialExecutor
 from autotune.sweep.rehearsal import Rehearse
@@ -133,3 +134,19 @@ def test_a_sweep_past_its_time_limit_or_without_the_artifacts_file_does_not_rehe
     Rehearse().run(ctx)
     assert ctx.records.trial(number).rehearsed is None
     assert f"trial {number}'s production start not rehearsed: its compile artifacts are not in" in said.getvalue()
+
+
+def test_a_sweep_rehearses_the_start_once_the_winner_is_settled_unless_told_not_to(tmp_path: Path) -> None:
+    space_file = tmp_path / "rehearse.yaml"
+    space_file.write_text(SPACE)
+    space = load_space(space_file)
+
+    def stages(**options: Any) -> list[str]:
+        settings = SweepOptions(storage="memory", tracking=False, **options)
+        sweep = Sweep(space, settings, lambda params, timeout, pruning: None, Progress(None, None, io.StringIO()))
+        return [stage.name for stage in sweep._stages()]
+
+    names = stages()
+    assert names.index("rehearse the start") > max(i for i, name in enumerate(names) if name == "re-measure")
+    assert names[-1] == "report"  # the report draws what the others measured
+    assert "rehearse the start" not in stages(rehearse_start=False)
