@@ -37,11 +37,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
-    """Production's start (:func:`autotune.tuned.firststeps.run`) and where its time went."""
+    """Production's start (:func:`autotune.trial.firststeps.run`) and where its time went."""
     import torch
     from torch._dynamo.utils import calculate_time_spent, counters
 
-    from autotune.tuned import firststeps
+    from autotune.trial import firststeps
 
     tuned_again = _watch_coordinate_descent()  # which kernels tune again at the start, and what their cache held
     start = firststeps.run(tuned, "auto", steps, steady)

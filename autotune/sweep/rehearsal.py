@@ -7,7 +7,7 @@ built (the same metadata, the same TTIR but for its source paths) under another 
 built the same keys, whatever its Inductor folder was called; trial processes (forked from the trial server) built
 others, a rehearsal run as a trial too. So the stage runs the start as production does: it exports the winner
 (the tuned config and the trial's artifacts, into a temporary folder of the study's cache) and starts it with
-:mod:`autotune.tuned.firststeps` in a fresh interpreter, with empty Inductor and Triton folders. What that start
+:mod:`autotune.trial.firststeps` in a fresh interpreter, with empty Inductor and Triton folders. What that start
 then saves, torch's entries it read or wrote and every Triton kernel and launcher in its folders, goes into the
 study's compile-artifacts folder and ships instead (:attr:`~autotune.records.TrialRecord.shipped_artifacts`). Measured
 on the same H100 by hand (the same start, saved), GPT-2's winner then started in 9.7 s instead of 17.2 s.
@@ -68,14 +68,14 @@ def rehearse(tuned: Path, folder: Path, device: str, timeout_s: float) -> Rehear
 
 
 def _start(tuned: Path, caches: Path, device: str, timeout_s: float) -> tuple[str, str | None, dict[str, Any]]:
-    """Run :mod:`autotune.tuned.firststeps` on ``tuned`` in a new process group; (status, reason, what it printed)."""
+    """Run :mod:`autotune.trial.firststeps` on ``tuned`` in a new process group; (status, reason, what it printed)."""
     env = {
         **os.environ,
         "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
         "TRITON_CACHE_DIR": str(caches / "triton"),
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),  # the workload's module, as the sweep found it
     }
-    command = [sys.executable, "-m", "autotune.tuned.firststeps", str(tuned), "--device", device]
+    command = [sys.executable, "-m", "autotune.trial.firststeps", str(tuned), "--device", device]
     command += ["--save-to", str(caches / "saved")]
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True

@@ -13,6 +13,8 @@ the data path and the kernels, never optuna, mlflow, the sweep or the views
   eager twin, timed before it compiles.
 - ``failures``: an exception -> a failure class. ``compilecache``: the study's Inductor/Triton cache folder;
   ``compilephases``: where a compiled trial's compile went, by the compiler's own clocks.
+- ``firststeps``: not a trial but a production start in its own process (a tuned config applied, its first steps
+  timed, what it compiled saved): the sweep's rehearsal of the winner's start, and the start benchmark.
 - ``profiler``: torch.profiler over a few steps; ``profile_breakdown`` and ``kernel_categories``: its events
   -> ms per step by category.
 """

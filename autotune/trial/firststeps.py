@@ -6,9 +6,10 @@ What production pays before its steady steps: ``apply()`` (the compile artifacts
 start compiled and read (``save_to``): a production start, not a trial, because on an H100 (torch 2.11, Triton 3.6)
 the kernels a trial process built had other Triton cache keys than those every production process built, whatever
 its Inductor folder was called (BENCHMARKS.md, tenth session): shipped from a trial, 35 of GPT-2's were built again
-at each start. ``scripts/compile_artifacts_benchmark.py`` times the same start.
+at each start. ``scripts/compile_artifacts_benchmark.py`` times the same start. Not a trial, then, though it lives
+beside the trial process's code: a process of its own, started by the sweep and the benchmark.
 
-Run as ``python -m autotune.tuned.firststeps TUNED.yaml [--device auto] [--steps 3] [--steady 5] [--save-to DIR]``:
+Run as ``python -m autotune.trial.firststeps TUNED.yaml [--device auto] [--steps 3] [--steady 5] [--save-to DIR]``:
 the last line it prints is one JSON object (:class:`FirstSteps` and, with ``--save-to``, ``saved``: the artifacts'
 record as a trial's result holds it, their file in DIR). Bad input: one line and exit code 2.
 """
@@ -54,12 +55,12 @@ def run(
     """Start ``tuned``'s workload as production does and time it; ``save_to``: a folder where what this process
     compiled and read is saved as a trial saves it (:func:`autotune.tuned.artifacts.save`)."""
     began_wall = time.time()  # before apply() installs the shipped Triton files: a rehearsal ships them too
-    import autotune
     from autotune import workloads
     from autotune.trial.job import resolve_device
     from autotune.trial.trainstep import TrainStep
+    from autotune.tuned.file import load as load_config
 
-    cfg = autotune.load(tuned)
+    cfg = load_config(tuned)
     device = resolve_device(device_name)
     spec = cfg.workload
     if not spec.get("name"):
@@ -130,7 +131,7 @@ def _batches(workload: Any, batch_size: int, knobs: Any, device: torch.device, c
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autotune.tuned.firststeps", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m autotune.trial.firststeps", description=__doc__.split("\n")[0])
     parser.add_argument("tuned", help="a tuned config (its compile artifacts beside it, if it ships them)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--steps", type=int, default=3, help="first steps timed (compile included)")
