@@ -107,10 +107,14 @@ def add_timed(
     finalist_of: int | None = None,
     **knobs: object,
 ) -> int:
-    """A measured trial that lasted ``seconds``, ``compile_s`` of them compiling (under ``mode``); a batch size of
-    its own unless ``knobs`` say otherwise."""
+    """A measured trial that lasted ``seconds``, ``compile_s`` of them compiling (under ``mode``; compiled, it records
+    compile artifacts, as a sweep's trials do); a batch size of its own unless ``knobs`` say otherwise."""
     params = {"compile_mode": mode, "batch_size": len(study.trials) + 1, **knobs}
     result = TrialResult(Status.OK, None, params, {"throughput": value, "compile_s": compile_s})
+    if mode != "none":  # as a sweep's compiled trial records what it saved of its compile
+        digest = f"{len(study.trials):064x}"
+        saved = {"file": f"{digest}.bin", "sha256": digest, "bytes": 1, "env": {"torch": "2.13.0"}}
+        result.extra["compile_artifacts"] = saved
     attrs = trial_attrs(result)
     if finalist_of is not None:
         attrs[schema.ATTR_FINALIST_OF] = finalist_of

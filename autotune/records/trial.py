@@ -220,6 +220,13 @@ class TrialRecord:
         return again
 
     @property
+    def rehearsable(self) -> bool:
+        """Whether its production start is still to be rehearsed: it saved compile artifacts, and no rehearsal of them
+        ended ok (one that failed is tried again, by a resumed sweep)."""
+        again = self.start_rehearsal
+        return self.compile_artifacts is not None and (again is None or not again.ok)
+
+    @property
     def shipped_artifacts(self) -> dict[str, Any] | None:
         """The compile artifacts that ship with this trial's configuration: what the rehearsal of its production
         start saved, where one ran ok and saved some; else the trial's own (:attr:`compile_artifacts`)."""

@@ -154,10 +154,11 @@ def summary_text(summary: SweepSummary, storage: str) -> str:
     if summary.to_within_2pct is not None:
         seconds, trials = summary.to_within_2pct
         lines.append(f"within 2% of the winner after {seconds / 60:.1f} min of trial time ({trials} measured trials)")
-    if summary.start is not None and summary.start.ok and summary.start.start_s is not None:
+    if (start := summary.start) is not None and start.ok and start.start_s is not None:
+        took = "to load them and compile the first steps" if start.loaded else "to compile the first steps from scratch"
         lines.append(
             f"production start (rehearsed: a fresh process, empty compile caches, the compile artifacts that ship):"
-            f" {summary.start.start_s:.1f} s to load them and compile the first steps"
+            f" {start.start_s:.1f} s {took}"
         )
     lines += [kernel_never_run_warning(path) for path in summary.kernels_never_run]
     store = "" if storage == DEFAULT_STORAGE else f" --storage '{redact_url(storage)}'"

@@ -206,7 +206,7 @@ class TimeLimit:
             for record in records.ranked[: self.options.remeasure_top]:
                 if record.remeasured is None:
                     total += self.remeasure_runs * remeasure_run_s(record, records)
-        if self.options.rehearse_start and records.ranked and records.ranked[0].compiled:
+        if self.options.rehearse_start and records.ranked and records.ranked[0].rehearsable:
             total += remeasure_run_s(records.ranked[0], records)  # the winner's start, rehearsed: about one run
         spec = self.space.finalists
         if spec is not None:

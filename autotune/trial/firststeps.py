@@ -60,13 +60,20 @@ def run(
     from autotune.trial.trainstep import TrainStep
     from autotune.tuned.file import load as load_config
 
+    if steps < 1 or steady < 1:
+        raise AutotuneError(f"--steps and --steady must be at least 1, got {steps} and {steady}")
     cfg = load_config(tuned)
     device = resolve_device(device_name)
     spec = cfg.workload
     if not spec.get("name"):
         raise AutotuneError(f"{tuned}: names no workload to start (workload.name)")
+    if not isinstance(spec.get("args", {}), dict):
+        raise AutotuneError(f"{tuned}: workload.args must be a mapping, got {spec['args']!r}")
     args = {**spec.get("args", {}), **cfg.params}
-    workload = workloads.build(spec["name"], spec.get("preset", "full"), args, device)
+    try:
+        workload = workloads.build(spec["name"], spec.get("preset", "full"), args, device)
+    except TypeError as exc:  # a param its build function does not take: the config is not this workload's
+        raise AutotuneError(f"{tuned}: workload {spec['name']!r} cannot be built with {sorted(args)}: {exc}") from None
     if not isinstance(workload, workloads.Workload):
         raise AutotuneError(f"{tuned}: workload {spec['name']!r} is a kernel, not a training step to start")
     optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)  # the trials' optimizer

@@ -90,16 +90,22 @@ def ship(
 
 
 def _saved(record: TrialRecord, folder: Path) -> tuple[bytes, Artifacts] | None:
-    """The trial's own file and its record, checked against the sha256 recorded; None when it has none here."""
-    saved = record.shipped_artifacts  # what the rehearsal of its start saved, where the sweep ran one
-    if saved is None:
-        return None
-    artifacts = Artifacts.from_dict(saved, f"trial {record.number}'s record of its compile artifacts")
-    path = folder / artifacts.file
-    if not path.exists():
-        return None
-    remedy = "delete the file to have export run the trial once more, or export with --no-compile-artifacts"
-    return compileartifacts.read_verified(path, artifacts.sha256, f"trial {record.number}", remedy), artifacts
+    """The file that ships with the trial and its record, checked against the sha256 recorded: what the rehearsal of
+    its start saved (:mod:`autotune.sweep.rehearsal`), else the trial's own; None when neither is here."""
+    choices = (
+        (record.shipped_artifacts, "rehearsed start", "the trial's own then ship"),
+        (record.compile_artifacts, "trial", "export then runs the trial once more"),
+    )
+    for saved, whose, instead in choices:
+        if saved is None:
+            continue
+        artifacts = Artifacts.from_dict(saved, f"trial {record.number}'s record of its {whose}'s compile artifacts")
+        path = folder / artifacts.file
+        if not path.exists():
+            continue
+        remedy = f"delete {path} ({instead}), or export with --no-compile-artifacts"
+        return compileartifacts.read_verified(path, artifacts.sha256, f"trial {record.number}", remedy), artifacts
+    return None
 
 
 def _missing(record: TrialRecord, folder: Path) -> str:

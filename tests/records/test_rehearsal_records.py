@@ -48,6 +48,8 @@ def test_a_rehearsed_start_ships_what_it_saved(tmp_path: Path) -> None:
 def test_otherwise_the_trials_own_artifacts_ship(tmp_path: Path, rehearsal: Rehearsal) -> None:
     records = winner_records(tmp_path, rehearsal.to_dict())
     assert records.winner is not None and records.winner.shipped_artifacts == OWN
+    # a rehearsal of these artifacts that ended ok is done; one that failed, or of other artifacts, is not
+    assert records.winner.rehearsable is not (rehearsal.ok and rehearsal.of_sha256 == OWN["sha256"])
 
 
 def test_a_rehearsal_noted_later_reaches_the_records(tmp_path: Path) -> None:

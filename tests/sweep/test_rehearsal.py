@@ -19,7 +19,7 @@ from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions
 from autotune.sweep.context import SweepContext
 from autotune.sweep.executors import TrialExecutor
-from autotune.sweep.rehearsal import Rehearse
+from autotune.sweep.rehearsal import Rehearse, rehearse
 from autotune.sweep.setup import study_info, study_name
 from autotune.trial.compilecache import study_cache_dir
 from autotune.tuned import artifacts as compileartifacts
@@ -130,8 +130,12 @@ def test_a_sweep_past_its_time_limit_or_without_the_artifacts_file_does_not_rehe
     Rehearse(deadline=0.0).run(ctx)  # nothing runs: the trial's artifacts file need not exist
     assert ctx.records.trial(number).rehearsed is None
     assert "not rehearsed: the sweep's time limit has passed (its own compile artifacts ship)" in said.getvalue()
-    # Without a time limit, a winner whose artifacts file is gone is not started from scratch either
+    # Without a time limit, a winner whose artifacts file is gone is not started from scratch either; a killed
+    # rehearsal's temporary folder is removed on the way
+    cache = study_cache_dir(ctx.options.storage, ctx.study.study_name)
+    (cache / "rehearsal-killed" / "triton").mkdir(parents=True)
     Rehearse().run(ctx)
+    assert not list(cache.glob("rehearsal-*"))
     assert ctx.records.trial(number).rehearsed is None
     assert f"trial {number}'s production start not rehearsed: its compile artifacts are not in" in said.getvalue()
 
@@ -150,3 +154,16 @@ def test_a_sweep_rehearses_the_start_once_the_winner_is_settled_unless_told_not_
     assert names.index("rehearse the start") > max(i for i, name in enumerate(names) if name == "re-measure")
     assert names[-1] == "report"  # the report draws what the others measured
     assert "rehearse the start" not in stages(rehearse_start=False)
+
+
+def test_a_start_that_fails_is_recorded_with_its_one_line_reason(tmp_path: Path) -> None:
+    tuned = tmp_path / "config" / "tuned.yaml"
+    tuned.parent.mkdir()
+    workload = {"name": "no_such_module:workload", "preset": "tiny"}
+    tuned.write_text(yaml.safe_dump({"schema_version": 1, "knobs": {"compile_mode": "default"}, "workload": workload}))
+    cache = tmp_path / "cache"
+    rehearsal = rehearse(tuned, cache / "compile-artifacts", "cpu", 120.0)
+    assert rehearsal.status == "failed" and rehearsal.artifacts is None and not rehearsal.loaded, rehearsal
+    assert rehearsal.reason is not None and rehearsal.reason.startswith("exit code 2: autotune: error: ")
+    assert "no_such_module" in rehearsal.reason
+    assert [p.name for p in cache.iterdir()] == ["compile-artifacts"]  # its temporary folder is gone

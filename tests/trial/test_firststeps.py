@@ -54,3 +54,27 @@ def test_a_start_prints_what_it_took(tmp_path: Path) -> None:
     assert len(found["step_s"]) == 2 and found["steady_step_ms"] > 0 and found["device"] == "cpu"
     assert found["first_steps_s"] >= sum(found["step_s"]) and 0 <= found["start_s"] <= found["first_steps_s"]
     assert found["artifacts_loaded"] is None and found["saved"] is None  # eager: nothing to load, nothing asked saved
+
+
+@pytest.mark.parametrize(
+    ("config", "extra", "fragment"),
+    [
+        ({"knobs": {"compile_mode": "none"}}, ["--steady", "0"], "--steps and --steady must be at least 1"),
+        (
+            {"knobs": {"compile_mode": "none"}, "params": {"no_such_param": 3}},
+            [],
+            "'trial_workloads:tiny_mlp' cannot be built with",
+        ),
+    ],
+    ids=["no-steady-steps", "param-the-workload-lacks"],
+)
+def test_a_config_the_workload_cannot_start_is_one_line(
+    tmp_path: Path, config: dict[str, object], extra: list[str], fragment: str
+) -> None:
+    tuned = tmp_path / "tuned.yaml"
+    workload = {"name": "trial_workloads:tiny_mlp", "preset": "tiny"}
+    tuned.write_text(yaml.safe_dump({"schema_version": 1, "workload": workload, **config}))
+    proc = start(str(tuned), "--device", "cpu", *extra)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert fragment in lines[0], lines

@@ -489,3 +489,23 @@ def test_a_trial_given_artifacts_of_another_machine_says_so_in_its_result(tmp_pa
         f"{compileartifacts.environment('cpu')['cpu']}): not loaded, compiling from scratch"
     ]
     assert "compile_artifacts" not in result.extra  # no study folder: nothing saved
+
+
+def test_export_ships_the_rehearsed_starts_artifacts_else_the_trials_own(tmp_path: Path) -> None:
+    from autotune.records import Rehearsal, schema
+
+    study, storage, winner = saved_trial(tmp_path)
+    own = winner.extra["compile_artifacts"]
+    folder = study_cache_dir(storage, STUDY) / compileartifacts.FOLDER
+    data = b"what the rehearsed start saved"
+    digest = hashlib.sha256(data).hexdigest()
+    rehearsed = Artifacts(f"{digest}.bin", digest, len(data), compileartifacts.environment("cpu")).to_dict()
+    rehearsal = Rehearsal(own["sha256"], "ok", loaded=True, start_s=2.0, artifacts=rehearsed)
+    study.set_user_attr(schema.rehearsed_key(1), rehearsal.to_dict())
+
+    export(study, info(), tmp_path / "gone.yaml", storage=storage)  # its file is not in the folder (yet)
+    assert (tmp_path / "gone.compile-artifacts.bin").read_bytes() == b"the trial's compile"
+    (folder / f"{digest}.bin").write_bytes(data)
+    export(study, info(), tmp_path / "there.yaml", storage=storage)
+    assert (tmp_path / "there.compile-artifacts.bin").read_bytes() == data
+    assert yaml.safe_load((tmp_path / "there.yaml").read_text())["compile_artifacts"]["sha256"] == digest
