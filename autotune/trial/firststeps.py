@@ -27,7 +27,15 @@ from typing import Any
 
 import torch
 
+from autotune import workloads
+from autotune.data.loader import build_loader
+from autotune.data.source import LoaderBatches
 from autotune.errors import AutotuneError
+from autotune.knobs import Knobs, StepContext
+from autotune.trial.job import resolve_device
+from autotune.trial.trainstep import TrainStep, prepare_pair
+from autotune.tuned import artifacts as compileartifacts
+from autotune.tuned.file import load as load_config
 
 __all__ = ["FirstSteps", "run"]
 
@@ -55,11 +63,6 @@ def run(
     """Start ``tuned``'s workload as production does and time it; ``save_to``: a folder where what this process
     compiled and read is saved as a trial saves it (:func:`autotune.tuned.artifacts.save`)."""
     began_wall = time.time()  # before apply() installs the shipped Triton files: a rehearsal ships them too
-    from autotune import workloads
-    from autotune.trial.job import resolve_device
-    from autotune.trial.trainstep import TrainStep
-    from autotune.tuned.file import load as load_config
-
     if steps < 1 or steady < 1:
         raise AutotuneError(f"--steps and --steady must be at least 1, got {steps} and {steady}")
     cfg = load_config(tuned)
@@ -91,8 +94,6 @@ def run(
     load = cfg.artifacts_load
     saved = None
     if save_to is not None:
-        from autotune.tuned import artifacts as compileartifacts
-
         artifacts = compileartifacts.save(save_to, device, since=began_wall)
         saved = artifacts.to_dict() if artifacts is not None else None
     return FirstSteps(
@@ -115,17 +116,15 @@ def _timed(step: Callable[[int], None], index: int, sync: Callable[[], None]) ->
     return time.perf_counter() - begun
 
 
-def _batches(workload: Any, batch_size: int, knobs: Any, device: torch.device, ctx: Any) -> Callable[[int], Any]:
+def _batches(
+    workload: workloads.Workload, batch_size: int, knobs: Knobs, device: torch.device, ctx: StepContext
+) -> Callable[[int], Any]:
     """Step ``i``'s batch, as a trial lays it out: three made on the device in turn, or the dataset's through the
     loader the knobs describe."""
-    from autotune.trial.trainstep import prepare_pair
-
     if workload.make_batch is not None:
         made = [prepare_pair(ctx, workload.make_batch(batch_size, device)) for _ in range(3)]
         return lambda index: made[index % len(made)]
-    from autotune.data.loader import build_loader
-    from autotune.data.source import LoaderBatches
-
+    assert workload.dataset is not None  # a Workload has make_batch or a dataset
     loader = build_loader(workload.dataset, batch_size, knobs, device.type, collate_fn=workload.collate_fn)
     source = LoaderBatches(
         loader,

@@ -43,9 +43,12 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, config: dict[str,
     assert lines[0].startswith("autotune: error: ") and fragment in lines[0], lines
 
 
-def test_a_start_prints_what_it_took(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "name", ["trial_workloads:tiny_mlp", "data.data_workloads:host_mlp"], ids=["make-batch", "dataset"]
+)
+def test_a_start_prints_what_it_took(tmp_path: Path, name: str) -> None:
     tuned = tmp_path / "tuned.yaml"
-    workload = {"name": "trial_workloads:tiny_mlp", "preset": "tiny"}
+    workload = {"name": name, "preset": "tiny"}
     knobs = {"compile_mode": "none", "batch_size": 8}
     tuned.write_text(yaml.safe_dump({"schema_version": 1, "knobs": knobs, "workload": workload}))
     proc = start(str(tuned), "--device", "cpu", "--steps", "2", "--steady", "3")
