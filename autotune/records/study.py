@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -151,21 +151,21 @@ class StudyRecords:
     def note_remeasured(self, number: int, data: Mapping[str, Any]) -> None:
         """Trial ``number`` was re-measured (``data`` as stored on the study): rank it by the median from now on."""
         self._remeasured[number] = dict(data)
-        record = self._finished.get(number)
-        if record is None or record.result is None:
-            return
-        updated = record.with_remeasurement(Remeasurement.from_dict(data, self.metric), self.objectives)
-        self._finished[number] = updated
-        self._measured = [updated if r.number == number else r for r in self._measured]
-        self._derived = _Derived(self)
+        remeasured = Remeasurement.from_dict(data, self.metric)
+        self._update(number, lambda record: record.with_remeasurement(remeasured, self.objectives))
 
     def note_rehearsed(self, number: int, data: Mapping[str, Any]) -> None:
         """Trial ``number``'s production start was rehearsed (``data`` as stored on the study)."""
         self._rehearsed[number] = dict(data)
+        self._update(number, lambda r: r.with_rehearsal(Rehearsal.from_dict(data)))
+
+    def _update(self, number: int, change: Callable[[TrialRecord], TrialRecord]) -> None:
+        """Trial ``number``'s record, changed by ``change`` where it is finished with a result (else it is read with
+        the change when it finishes)."""
         record = self._finished.get(number)
         if record is None or record.result is None:
             return
-        updated = record.with_rehearsal(Rehearsal.from_dict(data))
+        updated = change(record)
         self._finished[number] = updated
         self._measured = [updated if r.number == number else r for r in self._measured]
         self._derived = _Derived(self)

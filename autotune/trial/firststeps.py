@@ -28,11 +28,10 @@ from typing import Any
 import torch
 
 from autotune import workloads
-from autotune.data.loader import build_loader
-from autotune.data.source import LoaderBatches
 from autotune.errors import AutotuneError
 from autotune.knobs import Knobs, StepContext
 from autotune.trial.job import resolve_device
+from autotune.trial.training import loader_batches
 from autotune.trial.trainstep import TrainStep, prepare_pair
 from autotune.tuned import artifacts as compileartifacts
 from autotune.tuned.file import load as load_config
@@ -124,15 +123,7 @@ def _batches(
     if workload.make_batch is not None:
         made = [prepare_pair(ctx, workload.make_batch(batch_size, device)) for _ in range(3)]
         return lambda index: made[index % len(made)]
-    assert workload.dataset is not None  # a Workload has make_batch or a dataset
-    loader = build_loader(workload.dataset, batch_size, knobs, device.type, collate_fn=workload.collate_fn)
-    source = LoaderBatches(
-        loader,
-        device,
-        non_blocking=bool(knobs.non_blocking),
-        gpu_prefetch=bool(knobs.gpu_prefetch),
-        transform=workload.device_transform,
-    )
+    source = loader_batches(workload, batch_size, knobs, device)
     return lambda index: prepare_pair(ctx, source.batch(index))
 
 

@@ -211,18 +211,8 @@ def _measure_synthetic(trial: TrainingTrial) -> TrialResult:
 
 def _measure_loader(trial: TrainingTrial) -> TrialResult:
     """Batches from the workload's dataset through the DataLoader and copy the data knobs describe."""
-    workload, knobs, device = trial.workload, trial.knobs, trial.device
-    assert workload.dataset is not None
-    loader = build_loader(
-        workload.dataset, trial.batch_size, knobs, device.type, collate_fn=workload.collate_fn, **_worker_start(knobs)
-    )
-    source = LoaderBatches(
-        loader,
-        device,
-        non_blocking=bool(knobs.non_blocking),
-        gpu_prefetch=bool(knobs.gpu_prefetch),
-        transform=workload.device_transform,
-    )
+    workload = trial.workload
+    source = loader_batches(workload, trial.batch_size, trial.knobs, trial.device)
     try:
         workload.model.train()
         reference = reference_loss(workload, source.first())  # the very batch the first step trains on
@@ -231,6 +221,24 @@ def _measure_loader(trial: TrainingTrial) -> TrialResult:
         return _run_steps(trial, step, reference, ctx, source)
     finally:
         source.close()
+
+
+def loader_batches(
+    workload: workloads.Workload, batch_size: int, knobs: knobs_mod.Knobs, device: torch.device
+) -> LoaderBatches:
+    """The workload's dataset through the DataLoader and the copy to ``device`` that the data knobs describe (a trial's,
+    and :mod:`autotune.trial.firststeps`' production start)."""
+    assert workload.dataset is not None
+    loader = build_loader(
+        workload.dataset, batch_size, knobs, device.type, collate_fn=workload.collate_fn, **_worker_start(knobs)
+    )
+    return LoaderBatches(
+        loader,
+        device,
+        non_blocking=bool(knobs.non_blocking),
+        gpu_prefetch=bool(knobs.gpu_prefetch),
+        transform=workload.device_transform,
+    )
 
 
 def _worker_start(knobs: knobs_mod.Knobs) -> dict[str, Any]:
