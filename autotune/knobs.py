@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from autotune import inductor, regional
+from autotune import assembler, inductor, regional
 from autotune.errors import AutotuneError, InvalidCombination
 
 __all__ = [
@@ -340,6 +340,7 @@ def apply(
     :class:`InvalidCombination` for settings that cannot run together.
     """
     knobs.check_combination(device_type)
+    assembler.pin()  # before anything compiles: the trial's and production's Triton keys then agree
     noops = apply_backend_flags(knobs, device_type)
     channels_last = knobs.memory_format == "channels_last"
     if channels_last and not _has_4d_weights(model):

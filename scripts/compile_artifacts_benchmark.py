@@ -56,8 +56,24 @@ def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
         # kernels timed by coordinate descent in this process: 0 when the shipped tuned block sizes were all taken
         "coordesc_benchmarks": counters["inductor"]["coordesc_tuning_bench"],
         "tuned_again": tuned_again,
+        "ptxas": _ptxas_in_keys(),
         "torch": str(torch.__version__),
     }
+
+
+def _ptxas_in_keys() -> dict[str, Any]:
+    """The ptxas this process's Triton keys name (:mod:`autotune.assembler`): the variable, and the version Triton
+    cached at its first key (asking now caches it, when nothing compiled a Triton kernel here)."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas_version
+    except ImportError:
+        return {}
+    cached = get_ptxas_version.cache_info().currsize > 0
+    try:
+        version = get_ptxas_version().strip().splitlines()[-1]
+    except Exception as exc:  # no ptxas at all (a CPU-only install): say so, the start itself was measured
+        version = f"unavailable: {exc}"
+    return {"TRITON_PTXAS_PATH": os.environ.get("TRITON_PTXAS_PATH"), "cached_before": cached, "version": version}
 
 
 def _watch_coordinate_descent() -> list[dict[str, Any]]:
@@ -438,6 +454,7 @@ def main() -> None:
             pairs = [
                 ("with, against the trial", folder / "study-cache", "with-0"),
                 ("rehearsed, against with", folder / "caches-with-0", "rehearsed"),
+                ("rehearsed, against the trial", folder / "study-cache", "rehearsed"),
             ]
             for name in args.inductor_folder:
                 pairs += [
