@@ -14,7 +14,7 @@ from autotune.records import TrialRecord, schema
 from autotune.records.trial import is_informed
 from autotune.results import Status, TrialResult
 from autotune.space import Space, load_space
-from autotune.sweep.informed import DeviceFacts, expert_params, likely_starts
+from autotune.sweep.informed import DeviceFacts, expert_params, likely_starts, precision_twin
 from autotune.sweep.requeue import record_interrupted
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
@@ -189,6 +189,36 @@ def test_conditional_params_follow_the_choices_made_before_them(tmp_path: Path) 
     assert on_gpu == {"num_workers": 4, "prefetch_factor": 2, "pin_memory": True, "non_blocking": True}
     on_cpu = expert_params(space, default, CPU)
     assert on_cpu.params == default.params and not on_cpu.changes  # nothing to change: no informed start
+
+
+def test_the_informed_start_has_a_twin_in_the_other_half_precision_where_the_gpu_has_both(tmp_path: Path) -> None:
+    space = load_space(SPACES / "resnet50.yaml")
+    default = default_trial(space, 10.8)
+    expert = expert_params(space, default, H100)
+    assert precision_twin(space, expert, H100) == {**expert.params, "precision": "fp16"}
+    # no bf16 on a V100 (its expert picks fp16), none on a CPU
+    assert precision_twin(space, expert_params(space, default, V100), V100) is None
+    assert precision_twin(space, expert_params(space, default, CPU), CPU) is None
+    only_bf16 = space_file(tmp_path, "  precision: [default, bf16]\n  compile_mode: [none, default]\n")
+    assert precision_twin(only_bf16, expert_params(only_bf16, default_trial(only_bf16, 1.0), H100), H100) is None
+
+
+def test_no_twin_where_the_precision_switches_another_param_or_breaks_a_rule(tmp_path: Path) -> None:
+    gated = space_file(
+        tmp_path,
+        """\
+  precision: [default, bf16, fp16]
+  cudnn_benchmark: {choices: [false, true], default: false, when: {precision: [fp16]}}
+""",
+    )
+    assert precision_twin(gated, expert_params(gated, default_trial(gated, 1.0), H100), H100) is None
+    ruled = space_file(
+        tmp_path,
+        "  precision: [default, bf16, fp16]\n  batch_size: {choices: [16, 32], default: 16}\n",
+        extra="feasibility:\n  - \"precision != 'fp16'\"\n",
+    )
+    expert = expert_params(ruled, default_trial(ruled, 1.0), H100)
+    assert expert.params["precision"] == "bf16" and precision_twin(ruled, expert, H100) is None
 
 
 def test_after_an_oom_the_batch_below_the_defaults() -> None:
