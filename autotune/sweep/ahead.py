@@ -170,13 +170,16 @@ class CompileAhead:
         passed over."""
         listed = {key for key, _ in self.configurations}
         batches: list[str] = []
+        first_precision = configurations[0].get("precision") if configurations else None
         for params in configurations:
             key = graph_key(params)
             if len(self._compiling) >= self.slots:
                 break
             if key is not None and key in listed and key not in self.done and key not in self._compiling:
                 self._start(key, dict(params))
-                batches.append(str(params.get("batch_size", "-")))
+                precision = params.get("precision")  # named where it is not the first's (the informed start's twin)
+                twin = f" {precision}" if precision != first_precision else ""
+                batches.append(f"{params.get('batch_size', '-')}{twin}")
         if batches:
             self.progress.message(f"compiling ahead, {what} (batch {', '.join(batches)})")
 

@@ -109,11 +109,11 @@ def unmeasured_default(space: Space) -> TrialRecord:
 
 def test_before_the_default_is_measured_the_informed_start_is_guessed_at_the_largest_batches() -> None:
     space = load_space(SPACES / "resnet50.yaml")
-    guesses = likely_starts(space, unmeasured_default(space), H100, 2)
+    guesses = likely_starts(space, unmeasured_default(space), H100, 3)
     # All but the batch as the informed start after the default decides it (above); its batch needs the default's
-    # peak, so the space's largest first: 512, as on the H100, then 256.
+    # peak, so the space's largest first: 512, as on the H100, its fp16 twin (measured next), then 256.
     measured = expert_params(space, default_trial(space, 10.8), H100).params
-    assert guesses == [measured, {**measured, "batch_size": 256}]
+    assert guesses == [measured, {**measured, "precision": "fp16"}, {**measured, "batch_size": 256}]
     assert likely_starts(space, unmeasured_default(space), H100, 9)[-1]["batch_size"] == 128  # none below the default's
     assert likely_starts(space, unmeasured_default(space), CPU, 2) == [  # a CPU keeps the default's batch
         expert_params(space, default_trial(space, 1.0), CPU).params
@@ -195,12 +195,12 @@ def test_the_informed_start_has_a_twin_in_the_other_half_precision_where_the_gpu
     space = load_space(SPACES / "resnet50.yaml")
     default = default_trial(space, 10.8)
     expert = expert_params(space, default, H100)
-    assert precision_twin(space, expert, H100) == {**expert.params, "precision": "fp16"}
+    assert precision_twin(space, expert.params, H100) == {**expert.params, "precision": "fp16"}
     # no bf16 on a V100 (its expert picks fp16), none on a CPU
-    assert precision_twin(space, expert_params(space, default, V100), V100) is None
-    assert precision_twin(space, expert_params(space, default, CPU), CPU) is None
+    assert precision_twin(space, expert_params(space, default, V100).params, V100) is None
+    assert precision_twin(space, expert_params(space, default, CPU).params, CPU) is None
     only_bf16 = space_file(tmp_path, "  precision: [default, bf16]\n  compile_mode: [none, default]\n")
-    assert precision_twin(only_bf16, expert_params(only_bf16, default_trial(only_bf16, 1.0), H100), H100) is None
+    assert precision_twin(only_bf16, expert_params(only_bf16, default_trial(only_bf16, 1.0), H100).params, H100) is None
 
 
 def test_no_twin_where_the_precision_switches_another_param_or_breaks_a_rule(tmp_path: Path) -> None:
@@ -211,14 +211,14 @@ def test_no_twin_where_the_precision_switches_another_param_or_breaks_a_rule(tmp
   cudnn_benchmark: {choices: [false, true], default: false, when: {precision: [fp16]}}
 """,
     )
-    assert precision_twin(gated, expert_params(gated, default_trial(gated, 1.0), H100), H100) is None
+    assert precision_twin(gated, expert_params(gated, default_trial(gated, 1.0), H100).params, H100) is None
     ruled = space_file(
         tmp_path,
         "  precision: [default, bf16, fp16]\n  batch_size: {choices: [16, 32], default: 16}\n",
         extra="feasibility:\n  - \"precision != 'fp16'\"\n",
     )
     expert = expert_params(ruled, default_trial(ruled, 1.0), H100)
-    assert expert.params["precision"] == "bf16" and precision_twin(ruled, expert, H100) is None
+    assert expert.params["precision"] == "bf16" and precision_twin(ruled, expert.params, H100) is None
 
 
 def test_after_an_oom_the_batch_below_the_defaults() -> None:
