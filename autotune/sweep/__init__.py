@@ -17,6 +17,8 @@ Where things live (and where to add what):
   (:class:`~autotune.records.StudyRecords`): a new per-proposal question about the study is answered there,
   not by re-reading trials.
 - ``proposals.py``: ask the sampler, decode params, answer repeats, reject infeasible configurations.
+- ``informed.py``: the informed start queued once the default is measured; ``expert.py``: what it picks (what an
+  expert would try first on the device, and its twin in the other half precision).
 - ``coverage.py``: what a finite space has left to measure: the budget it caps, the sweep's end when
   every configuration is measured, the untried configuration queued after a repeat.
 - ``executors.py``: how a measured trial runs (isolated trial processes, or replayed records);

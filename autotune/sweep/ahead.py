@@ -10,7 +10,7 @@ background (:mod:`autotune.trial.ahead`: the configuration's graphs compiled int
   improvement per predicted second), so the compile goes where the search is heading. Only a space that can be
   listed and a sampler that scores configurations take part; otherwise nothing is compiled ahead. While the
   default trial runs nothing is scored yet, and the next trial is the informed start: its likely graphs are
-  compiled then (:meth:`CompileAhead.speculate`, :func:`autotune.sweep.informed.likely_starts`);
+  compiled then (:meth:`CompileAhead.speculate`, :func:`autotune.sweep.expert.likely_starts`);
 - what the search then knows: the sampler prices those graphs as compiled (a trial of one costs a compile from
   the cache), as it prices the graphs trials compiled, and a graph still compiling at the rest of its compile
   (the predicted fresh compile less the seconds it has run) plus a repeat: that is what they cost now, so the

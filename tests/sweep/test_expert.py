@@ -1,21 +1,17 @@
 """The informed start's choice: what an expert would try first for a space on a device, after a default trial
-whose result is given (no process runs); and its mark kept on an interrupted trial's queued copy."""
+whose result is given (no process runs)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import optuna
-import pytest
 from optuna.trial import TrialState
 
-from autotune.records import TrialRecord, schema
-from autotune.records.trial import is_informed
+from autotune.records import TrialRecord
 from autotune.results import Status, TrialResult
 from autotune.space import Space, load_space
-from autotune.sweep.informed import DeviceFacts, expert_params, likely_starts, precision_twin
-from autotune.sweep.requeue import record_interrupted
+from autotune.sweep.expert import DeviceFacts, expert_params, likely_starts, precision_twin
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 H100 = DeviceFacts("cuda", "NVIDIA H100 80GB HBM3", 79.1, bf16=True, four_d_weights=True, cpus=16)
@@ -227,14 +223,3 @@ def test_after_an_oom_the_batch_below_the_defaults() -> None:
     assert expert.params["batch_size"] == 64 and "ran out of memory at batch 128" in expert.describe()
     crashed = expert_params(space, default_trial(space, None, Status.CRASH), H100)
     assert crashed.params["batch_size"] == 128  # no peak to scale: the default's batch
-
-
-@pytest.mark.parametrize("queue_again", [True, False])
-def test_an_interrupted_informed_trial_is_queued_again_still_marked(queue_again: bool) -> None:
-    study = optuna.create_study()
-    study.enqueue_trial({"x": 1}, user_attrs={schema.ATTR_INFORMED: True})
-    trial = study.ask()
-    trial.suggest_int("x", 0, 3)
-    record_interrupted(study, trial, "SIGINT", queue_again=queue_again)
-    waiting = study.get_trials(states=(TrialState.WAITING,))
-    assert [is_informed(t) for t in waiting] == ([True] if queue_again else [])
