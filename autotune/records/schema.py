@@ -85,8 +85,9 @@ INTERRUPTED = "interrupted"  # the autotune.views.status of a trial stopped by a
 STUDY_ATTR_INFO = "autotune.info"  # a StudyInfo as a dict
 # {"study": name, "trials": n, "skipped": m}: the study whose trials the sampler started from (--warm-start).
 STUDY_ATTR_WARM_START = "autotune.warm_start"
-# The informed start's decision, taken once per study: {"trial": n, "params": {...}, "why": "..."} when it was
-# queued, {"none": reason} when nothing was (the default's configuration already, measured already, ...).
+# The informed start's decision, taken once per study: {"trial": n, "params": {...}, "why": "...", "twin": m} when it
+# was queued ("twin": the trial of the same in the other half precision, queued after it, where there is one),
+# {"none": reason} when nothing was (the default's configuration already, measured already, ...).
 STUDY_ATTR_INFORMED = "autotune.informed_start"
 # {"default": n, "winner": m}: the trials the last finished profile compared.
 STUDY_ATTR_PROFILED = "autotune.profiled"

@@ -177,9 +177,9 @@ class CompileAhead:
                 break
             if key is not None and key in listed and key not in self.done and key not in self._compiling:
                 self._start(key, dict(params))
-                precision = params.get("precision")  # named where it is not the first's (the informed start's twin)
-                twin = f" {precision}" if precision != first_precision else ""
-                batches.append(f"{params.get('batch_size', '-')}{twin}")
+                precision = params.get("precision")  # named where it differs from the first's (512, 512 fp16)
+                suffix = f" {precision}" if precision != first_precision else ""
+                batches.append(f"{params.get('batch_size', '-')}{suffix}")
         if batches:
             self.progress.message(f"compiling ahead, {what} (batch {', '.join(batches)})")
 

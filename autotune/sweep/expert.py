@@ -51,6 +51,8 @@ HEADROOM = 0.9  # the share of the device's memory (and of a memory constraint) 
 # 19.8 GiB (0.81), ResNet-50 about 0.53. The larger ratio: a batch chosen by it fits both.
 LOWER_PRECISION_MEMORY = 0.8
 LOADER_WORKERS = 4  # the best loader measured behind ResNet-50 on an H100 (README: the whole job)
+HALF_PRECISIONS = ("bf16", "fp16")  # the two autocast formats, both measured where the GPU has both (precision_twin)
+_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ def expert_params(
     ``default`` trial (see the module docstring): a point of the space, params in declaration order."""
     specs = space.params
     precision = _pick(specs["precision"], facts, default, None) if "precision" in specs else None
-    lower = precision in ("bf16", "fp16") and default.params.get("precision") not in ("bf16", "fp16")
+    lower = precision in HALF_PRECISIONS and default.params.get("precision") not in HALF_PRECISIONS
     notes: list[str] = []
     params: dict[str, Any] = {}
     for spec in specs.values():
@@ -229,24 +231,21 @@ def expert_params(
     return Expert(params, changes, tuple(notes))
 
 
-_MISSING = object()
-HALF_PRECISIONS = ("bf16", "fp16")  # the two autocast formats an expert measures both of (precision_twin)
-
-
 def precision_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> dict[str, Any] | None:
-    """The informed start's params ``start`` in the other half precision (fp16 for bf16, bf16 for fp16), measured
-    next to it: where the GPU has both (bf16) and the space searches both; None elsewhere, or where the change would
-    switch another param on or off (a ``when:`` on the precision) or break a rule.
+    """The informed start's params ``start`` in the other half precision, measured next to it: fp16 for bf16 where
+    the GPU has bf16 and the space searches both (the other way round where a space's start is fp16 by choice); None
+    elsewhere, or where the change would switch another param on or off (a ``when:`` on the precision) or break a
+    rule. The space's listed kernels keep the block sizes their autotuners chose for the start (its precision).
 
     Tensor cores run the two at one rate; what differs is the rest of the step (fp16's loss scaling, each format's
-    casts and fused kernels), so which wins is the model's to say, and an expert measures both. On an H100 ResNet-50
-    ran 6,261.5 images/s in fp16 against 5,985.1 in bf16, GPT-2 479,581 tokens/s in fp16 against 494,207 in bf16
-    (BENCHMARKS.md); a ResNet-50 sweep that searched around a bf16 informed start never compiled fp16 at its batch
-    and ended at 0.958 of the fp16 winner.
+    casts and fused kernels), so which wins is the model's to say, and an expert measures both. In one 20-trial sweep
+    each on an H100 (BENCHMARKS.md, eleventh session), ResNet-50's informed start ran 5,938 images/s in bf16 and its
+    twin 6,219 in fp16, GPT-2's 485,380 tokens/s in bf16 and 473,387 in fp16; a ResNet-50 sweep around a bf16
+    informed start without the twin never compiled fp16 at its batch and ended at 0.958 of the fp16 winner.
     """
     precision = start.get("precision")
     spec = space.params.get("precision")
-    if not facts.gpu or not facts.bf16 or precision not in HALF_PRECISIONS or spec is None or spec.kind == "fixed":
+    if not facts.gpu or not facts.bf16 or precision not in HALF_PRECISIONS or spec is None:
         return None
     other = HALF_PRECISIONS[1 - HALF_PRECISIONS.index(precision)]
     if not spec.contains(other):
@@ -265,10 +264,10 @@ def likely_starts(
 
     All but the batch is known: :func:`expert_params` decides it from the device alone. The batch is the largest
     whose memory the default's peak says will fit, and that peak is not measured yet: on a GPU each of the space's
-    ``count`` largest batches (none below the default's) is a guess, the largest first; on a CPU it is the
-    default's batch, as the informed start keeps it there. The most likely guess's twin in the other half precision
-    (:func:`precision_twin`, measured after it) comes second: it runs next, and a graph not compiled ahead by then
-    compiles in its trial (ResNet-50 on an H100: 43 s of 58).
+    largest batches (none below the default's) is a guess, the largest first; on a CPU it is the default's batch, as
+    the informed start keeps it there. The most likely guess's twin in the other half precision
+    (:func:`precision_twin`, measured after it) comes second, before the other batches: it runs next, and a graph
+    not compiled ahead by then compiles in its trial (ResNet-50 on an H100: 44.8 s of a 58 s trial).
     """
     expert = expert_params(space, default, facts, memory_cap_gib)  # unmeasured default: its batch stays
     if not expert.changes:

@@ -26,10 +26,11 @@ import contextlib
 import time
 from typing import Any
 
+import optuna
 from optuna.trial import TrialState
 
 from autotune.interrupts import StopSignals
-from autotune.records import TrialRecord, schema
+from autotune.records import StudyRecords, TrialRecord, schema
 from autotune.records.trial import is_informed
 from autotune.runner import TrialRunner
 from autotune.space import Space
@@ -41,10 +42,23 @@ from autotune.sweep.options import SweepOptions
 from autotune.trial.compilecache import study_cache_dir
 from autotune.trial.probe import device_facts
 
-__all__ = ["InformedStart", "ProbeFailed", "probe_device"]
+__all__ = ["InformedStart", "ProbeFailed", "probe_device", "queue_twin"]
 
 LEASE = "informed start"  # the study's lease held by the worker that decides it
 PROBE_TIMEOUT_S = 120.0
+
+
+def queue_twin(
+    study: optuna.Study, space: Space, records: StudyRecords, start: dict[str, Any], facts: DeviceFacts
+) -> int | None:
+    """Queue the informed start's twin in the other half precision (:func:`autotune.sweep.expert.precision_twin`) to
+    be asked after the informed start (Optuna serves queued trials first in, first out): its trial number, or None
+    where it has none or the study measured it already."""
+    twin = precision_twin(space, start, facts)
+    if twin is None or records.measured_with(twin) is not None:
+        return None
+    study.enqueue_trial(space.optuna_params(twin))
+    return max(t.number for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
 class ProbeFailed(Exception):
@@ -167,18 +181,18 @@ class InformedStart:
         attrs = {schema.ATTR_INFORMED: True, **prepared}
         ctx.study.enqueue_trial(ctx.space.optuna_params(expert.params), user_attrs=attrs)
         number = self._queued_number()
+        twin = queue_twin(ctx.study, ctx.space, ctx.records, expert.params, facts)  # asked next, FIFO
         why = f"{on}: {expert.describe()}"
         if facts.layout_error:
             why += f" (memory_format kept: the workload could not be built on the meta device: {facts.layout_error})"
-        ctx.study.set_user_attr(schema.STUDY_ATTR_INFORMED, {"trial": number, "params": expert.params, "why": why})
-        twin = precision_twin(ctx.space, expert.params, facts)
-        if twin is not None and ctx.records.measured_with(twin) is None:
-            ctx.study.enqueue_trial(ctx.space.optuna_params(twin))  # asked next: FIFO after the informed start
+        decision = {"trial": number, "params": expert.params, "why": why}
+        ctx.study.set_user_attr(schema.STUDY_ATTR_INFORMED, {**decision, **({"twin": twin} if twin else {})})
         ctx.records.refresh()
         ctx.progress.message(f"informed start: trial {number} measures what an expert would try first {why}")
         if twin is not None:
-            ctx.progress.message(f"informed start: then the same in {twin['precision']} (which half precision wins "
-                                 "is the model's to say)")  # fmt: skip
+            precision = ctx.records.trial(twin).params.get("precision")
+            ctx.progress.message(f"informed start: then trial {twin} measures the same in {precision} (which half "
+                                 "precision wins is the model's to say)")  # fmt: skip
 
     def _queued_number(self) -> int | None:
         waiting = self.ctx.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))

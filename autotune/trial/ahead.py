@@ -115,7 +115,7 @@ def _compile(spec: TrialSpec) -> int:
         os.nice(NICENESS)
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
     device = resolve_device(spec.device)
-    compileartifacts.stable_cache_keys()  # the cache keys the trial computes (it makes them stable the same way)
+    compileartifacts.stable_cache_keys()  # the cache keys the trial computes, ptxas included, before any kernel runs
     use_study_cache(spec)
     pins = TrialPins.pin_all(spec.kernels, spec.params)
     knobs, workload_params = configured(spec, pins.params)

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from autotune import assembler, workloads
 from autotune import knobs as knobs_mod
+from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
 from autotune.jobspec import TrialSpec
 from autotune.kernels.choices import autotuned_choices
@@ -126,7 +126,6 @@ def configured(spec: TrialSpec, kernel_params: dict[str, Any]) -> tuple[knobs_mo
 def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> TrialResult:
     """Pin the listed kernels (before the workload is built: they may launch while it is), then measure."""
     started = time.time()
-    assembler.pin()  # before anything compiles (an eager probe's Triton kernels too): production's Triton keys
     use_study_cache(spec)  # before anything compiles: a model, or a kernel workload's Triton
     loaded = trialartifacts.load_before_compile(spec, device)  # a tuned config's, as production loads them
     pins = TrialPins.pin_all(spec.kernels, spec.params)

@@ -75,6 +75,7 @@ from typing import Any
 
 import torch
 
+from autotune import assembler
 from autotune.atomicfile import write_atomically
 from autotune.errors import AutotuneError
 from autotune.host import cpu_model
@@ -152,9 +153,11 @@ def _memory_format_name(memory_format: torch.memory_format) -> str:
 
 def stable_cache_keys() -> None:
     """Pickle torch's memory formats as ``torch.<name>`` in this process, whatever it imported first (see the
-    module docstring): the compile caches' keys of a graph are then the same in the trial and in production.
-    Call it before anything compiles; calling it again does nothing more."""
+    module docstring), and name torch's own ``ptxas`` in Triton's keys (:func:`autotune.assembler.pin`): the compile
+    caches' keys of a graph are then the same in the trial and in production. Call it before anything compiles;
+    calling it again does nothing more."""
     copyreg.pickle(torch.memory_format, _memory_format_name)
+    assembler.pin()
 
 
 # --- what is recorded ----------------------------------------------------------------------------

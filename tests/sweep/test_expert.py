@@ -4,41 +4,16 @@ whose result is given (no process runs)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from expert_facts import CPU, H100, V100, default_trial
 from optuna.trial import TrialState
 
 from autotune.records import TrialRecord
-from autotune.results import Status, TrialResult
+from autotune.results import Status
 from autotune.space import Space, load_space
 from autotune.sweep.expert import DeviceFacts, expert_params, likely_starts, precision_twin
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
-H100 = DeviceFacts("cuda", "NVIDIA H100 80GB HBM3", 79.1, bf16=True, four_d_weights=True, cpus=16)
-V100 = DeviceFacts("cuda", "Tesla V100-SXM2-32GB", 31.7, bf16=False, four_d_weights=True, cpus=8)
-CPU = DeviceFacts("cpu", "CPU", 23.5, bf16=False, four_d_weights=True, cpus=2)
-
-
-def default_trial(space: Space, peak_gib: float | None, status: Status = Status.OK) -> TrialRecord:
-    """The space's default configuration, measured (ok, or as ``status``) at ``peak_gib`` of peak memory."""
-    params = space.default_params()
-    metrics: dict[str, Any] = {"throughput": 100.0}
-    if peak_gib is not None:
-        metrics["peak_mem_gib"] = peak_gib
-    result = TrialResult(status, None if status is Status.OK else "no", params, metrics)
-    return TrialRecord(
-        number=0,
-        state=TrialState.COMPLETE,
-        kind=None,
-        params=params,
-        result=result,
-        status=status.value,
-        reason=None,
-        default=True,
-        violation=None,
-        objectives=(100.0,),
-        first_values=(100.0,),
-    )
 
 
 def space_file(tmp_path: Path, params: str, extra: str = "") -> Space:
