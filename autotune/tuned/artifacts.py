@@ -66,6 +66,7 @@ import hashlib
 import importlib.metadata
 import os
 import re
+import subprocess
 import time
 import warnings
 from collections.abc import Mapping
@@ -99,8 +100,8 @@ __all__ = [
 FOLDER = "compile-artifacts"  # in a study's cache folder: what its trials saved
 SECTION = "compile_artifacts"  # the tuned config's section
 SUFFIX = ".compile-artifacts.bin"  # beside a tuned config: ``tuned.yaml`` -> ``tuned.compile-artifacts.bin``
-_ENV_KEYS = ("torch", "triton", "cuda", "gpu", "cpu")
-_ENV_NAMES = {"torch": "torch", "triton": "Triton", "cuda": "CUDA", "gpu": "GPU", "cpu": "CPU"}
+_ENV_KEYS = ("torch", "triton", "cuda", "ptxas", "gpu", "cpu")
+_ENV_NAMES = {"torch": "torch", "triton": "Triton", "cuda": "CUDA", "ptxas": "ptxas", "gpu": "GPU", "cpu": "CPU"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _loaded: set[str] = set()  # sha256 of the artifacts this process has loaded: once is enough
 
@@ -115,7 +116,8 @@ class CompileArtifactsWarning(UserWarning):
 
 def environment(device: torch.device | str) -> dict[str, str]:
     """What compiled code depends on here: torch's full version (its CUDA build in the local part), Triton's,
-    and the GPU of ``device`` with its CUDA version, or the CPU model for a CPU device."""
+    and the GPU of ``device`` with its CUDA version and the ptxas Triton's keys name for it, or the CPU model for a
+    CPU device."""
     device = torch.device(device)
     env = {"torch": str(torch.__version__)}
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):
@@ -123,9 +125,28 @@ def environment(device: torch.device | str) -> dict[str, str]:
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
         env["cuda"] = str(torch.version.cuda)
+        if (ptxas := _ptxas_version(device)) is not None:
+            env["ptxas"] = ptxas
     else:
         env[device.type] = cpu_model() if device.type == "cpu" else device.type
     return env
+
+
+def _ptxas_version(device: torch.device) -> str | None:
+    """The version of the ptxas whose version Triton's keys hold for ``device``'s GPU, after torch's choice of it
+    (:func:`autotune.assembler.pin`): ``Build cuda_13.0.r13.0/compiler.36424714_0``. A kernel shipped under another
+    is not found (the start compiles as without artifacts), so a start says which differs. None without Triton's
+    NVIDIA backend or a ptxas to ask."""
+    assembler.pin()
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas_version
+    except ImportError:
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    try:
+        return str(get_ptxas_version(major * 10 + minor)).strip().splitlines()[-1]
+    except (OSError, RuntimeError, subprocess.CalledProcessError, IndexError):
+        return None  # no ptxas found or it would not say: the other keys still compare
 
 
 def differences(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
@@ -139,8 +160,8 @@ def differences(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[st
         then, now = recorded.get(key), here.get(key)
         if then is None and now is None:
             continue
-        if key == "triton" and (then is None or now is None):
-            continue  # one side without Triton installed: CPU kernels do not use it
+        if key in ("triton", "ptxas") and (then is None or now is None):
+            continue  # one side without Triton installed (CPU kernels do not use it), or a file from before ptxas
         if str(then) != str(now):
             found.append(f"{_ENV_NAMES[key]} {then or 'none'} (here {now or 'none'})")
     return found

@@ -280,6 +280,14 @@ def test_differences_compare_whole_versions_and_the_device() -> None:
         "CPU none (here AMD EPYC)",
     ]
     assert compileartifacts.differences(cpu, {"torch": "2.11.0+cu130", "cpu": "AMD EPYC"}) == []  # Triton absent
+    # The ptxas Triton's keys name: another one finds none of the shipped kernels; a file from before it was recorded
+    # (or a side without Triton's NVIDIA backend) compares the rest
+    h100 = {**gpu, "ptxas": "Build cuda_13.0.r13.0/compiler.36424714_0"}
+    bundled = {**gpu, "ptxas": "Build cuda_12.8.r12.8/compiler.35583870_0"}
+    assert compileartifacts.differences(h100, bundled) == [
+        "ptxas Build cuda_13.0.r13.0/compiler.36424714_0 (here Build cuda_12.8.r12.8/compiler.35583870_0)"
+    ]
+    assert compileartifacts.differences(gpu, h100) == [] and compileartifacts.differences(h100, gpu) == []
 
 
 # --- export ----------------------------------------------------------------------------------------------------
