@@ -7,22 +7,25 @@
 - ``rehearsal``: :class:`Rehearsal`, a trial's production start run once more as production runs it.
 - ``ranking``: which trial is better, speedup over the default, the Pareto front.
 - ``timeshares``: where the trial time went.
-- ``study``: :class:`StudyRecords`, the study's records read incrementally, and the answers every view
-  renders: the ranked trials, the winner, speedups, the tally, the time shares, the pick of an export rule.
+- ``study``: :class:`StudyRecords`, the study's records read incrementally; ``answers``: what it answers from
+  them, for every view to render (:class:`StudyAnswers`): the ranked trials, the winner, speedups, the tally, the
+  time shares, the pick of an export rule.
 
 It may import optuna, :mod:`autotune.results`, :mod:`autotune.expr` and :mod:`autotune.errors`; nothing
 that runs trials or renders views (and the space package only to rebuild a study's space on demand).
 """
 
+from autotune.records.answers import StudyAnswers, Tally
 from autotune.records.rehearsal import Rehearsal
 from autotune.records.schema import StudyInfo, TrialKind, load_study_info
-from autotune.records.study import StudyRecords, Tally, params_key
+from autotune.records.study import StudyRecords, params_key
 from autotune.records.timeshares import TimeShares
 from autotune.records.trial import Remeasurement, TrialRecord
 
 __all__ = [
     "Rehearsal",
     "Remeasurement",
+    "StudyAnswers",
     "StudyInfo",
     "StudyRecords",
     "Tally",
