@@ -62,20 +62,15 @@ def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
 
 
 def _ptxas_in_keys() -> dict[str, Any]:
-    """The ptxas this process's Triton keys name (:mod:`autotune.assembler`): the variable, and the version Triton
-    cached at its first key (asking now caches it, when nothing compiled a Triton kernel here)."""
-    try:
-        import torch
-        from triton.backends.nvidia.compiler import get_ptxas_version
-    except ImportError:
-        return {}
-    cached = get_ptxas_version.cache_info().currsize > 0
-    try:
-        major, minor = torch.cuda.get_device_capability()  # the arch Triton's keys ask about: major * 10 + minor
-        version = get_ptxas_version(major * 10 + minor).strip().splitlines()[-1]
-    except Exception as exc:  # no ptxas at all (a CPU-only install): say so, the start itself was measured
-        version = f"unavailable: {exc}"
-    return {"TRITON_PTXAS_PATH": os.environ.get("TRITON_PTXAS_PATH"), "cached_before": cached, "version": version}
+    """The ptxas this process's Triton keys name (:mod:`autotune.assembler`): the variable, and the version the
+    compile artifacts record for the device (:func:`autotune.tuned.artifacts.environment`; none on a CPU)."""
+    import torch
+
+    from autotune.tuned import artifacts as compileartifacts
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    version = compileartifacts.environment(device).get("ptxas")
+    return {"TRITON_PTXAS_PATH": os.environ.get("TRITON_PTXAS_PATH"), "version": version}
 
 
 def _watch_coordinate_descent() -> list[dict[str, Any]]:
