@@ -50,15 +50,16 @@ PROBE_TIMEOUT_S = 120.0
 
 def queue_twin(
     study: optuna.Study, space: Space, records: StudyRecords, start: dict[str, Any], facts: DeviceFacts
-) -> int | None:
+) -> tuple[int, dict[str, Any]] | None:
     """Queue the informed start's twin in the other half precision (:func:`autotune.sweep.expert.precision_twin`) to
-    be asked after the informed start (Optuna serves queued trials first in, first out): its trial number, or None
-    where it has none or the study measured it already."""
+    be asked after the informed start (Optuna serves queued trials first in, first out): its trial number and params
+    (a queued trial has none of its own until it is asked), or None where it has none or the study measured it
+    already."""
     twin = precision_twin(space, start, facts)
     if twin is None or records.measured_with(twin) is not None:
         return None
     study.enqueue_trial(space.optuna_params(twin))
-    return max(t.number for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+    return max(t.number for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))), twin
 
 
 class ProbeFailed(Exception):
@@ -186,13 +187,16 @@ class InformedStart:
         if facts.layout_error:
             why += f" (memory_format kept: the workload could not be built on the meta device: {facts.layout_error})"
         decision = {"trial": number, "params": expert.params, "why": why}
-        ctx.study.set_user_attr(schema.STUDY_ATTR_INFORMED, {**decision, **({"twin": twin} if twin else {})})
+        ctx.study.set_user_attr(schema.STUDY_ATTR_INFORMED, {**decision, **({"twin": twin[0]} if twin else {})})
         ctx.records.refresh()
         ctx.progress.message(f"informed start: trial {number} measures what an expert would try first {why}")
         if twin is not None:
-            precision = ctx.records.trial(twin).params.get("precision")
-            ctx.progress.message(f"informed start: then trial {twin} measures the same in {precision} (which half "
-                                 "precision wins is the model's to say)")  # fmt: skip
+            twin_number, twin_params = twin
+            precision = twin_params["precision"]
+            ctx.progress.message(
+                f"informed start: then trial {twin_number} measures the same in {precision} (which half precision"
+                " wins is the model's to say)"
+            )
 
     def _queued_number(self) -> int | None:
         waiting = self.ctx.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))

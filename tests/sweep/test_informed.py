@@ -23,10 +23,13 @@ def test_the_twin_is_queued_after_the_informed_start_only_where_it_has_one() -> 
     start = expert_params(space, default_trial(space, 10.8), H100).params
     study.enqueue_trial(space.optuna_params(start))
     assert queue_twin(study, space, records, start, V100) is None  # no bf16: its start is fp16, and no twin
-    number = queue_twin(study, space, records, start, H100)
+    queued_twin = queue_twin(study, space, records, start, H100)
+    assert queued_twin is not None
+    number, twin = queued_twin
     waiting = study.get_trials(states=(TrialState.WAITING,))
     queued = [t.system_attrs["fixed_params"] for t in waiting]  # what each will be asked with
     assert [t.number for t in waiting] == [0, number] and queued[1] == {**queued[0], "precision": "fp16"}
+    assert twin == {**start, "precision": "fp16"}  # what the progress line names (a queued trial has no params yet)
 
 
 def test_facts_of_a_gpu_without_bf16_name_no_twin() -> None:
