@@ -65,6 +65,8 @@ ATTR_DEFAULT = "autotune.default"  # the PyTorch-default configuration, enqueued
 # The informed start (autotune.sweep.informed): what an expert would try first on this device, queued once the
 # default is measured.
 ATTR_INFORMED = "autotune.informed"
+# Its twin in the other half precision (autotune.sweep.expert.precision_twin), queued right after it.
+ATTR_TWIN = "autotune.informed_twin"
 # Seconds of device time spent preparing a trial before it started (the informed start's run of the listed kernels'
 # own autotuners, autotune.sweep.kernelstart): counted in the trial's duration, so GPU-time figures include it.
 ATTR_PREPARED_S = "autotune.prepared_s"

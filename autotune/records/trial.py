@@ -22,7 +22,7 @@ from autotune.records.rehearsal import Rehearsal
 from autotune.records.schema import TrialKind
 from autotune.results import Status, TrialResult
 
-__all__ = ["Remeasurement", "TrialRecord", "finite", "is_default", "is_informed", "read_trial"]
+__all__ = ["Remeasurement", "TrialRecord", "finite", "is_default", "is_informed", "is_twin", "read_trial"]
 
 # Results the recorder never finishes as FAIL: on a failed trial, the record was cut short (the worker died).
 _NEVER_FAIL = frozenset({Status.OK.value, Status.PRUNED.value, Status.OOM.value})
@@ -117,6 +117,7 @@ class TrialRecord:
     mlflow_run_id: str | None = None
     trial_id: int | None = None  # the storage's id of the trial: for a writer that must act on it (fail, requeue)
     informed: bool = False  # the informed start: what an expert would try first here (autotune.sweep.informed)
+    twin: bool = False  # the informed start's twin in the other half precision (schema.ATTR_TWIN)
     prepared_s: float = 0.0  # device seconds spent preparing it before it started (schema.ATTR_PREPARED_S)
     rehearsed: Rehearsal | None = None  # its production start, rehearsed (autotune.records.rehearsal)
 
@@ -300,6 +301,11 @@ def is_informed(trial: FrozenTrial) -> bool:
     return bool(trial.user_attrs.get(schema.ATTR_INFORMED))
 
 
+def is_twin(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` is (or is a queued copy of) the informed start's twin, for code that holds Optuna's trial."""
+    return bool(trial.user_attrs.get(schema.ATTR_TWIN))
+
+
 def read_trial(
     trial: FrozenTrial,
     objectives: Sequence[tuple[str, str]],
@@ -339,6 +345,7 @@ def read_trial(
         mlflow_run_id=attrs.get(schema.ATTR_MLFLOW_RUN),
         trial_id=trial._trial_id,
         informed=bool(attrs.get(schema.ATTR_INFORMED)),
+        twin=bool(attrs.get(schema.ATTR_TWIN)),
         prepared_s=max(0.0, finite(attrs.get(schema.ATTR_PREPARED_S)) or 0.0),
         rehearsed=Rehearsal.from_dict(rehearsed) if rehearsed and result is not None else None,
     )

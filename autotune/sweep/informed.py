@@ -7,7 +7,8 @@ configuration that an expert would pick for this device and workload (:mod:`auto
 next ask measures it (the study's second trial with one worker), then its twin in the other half precision
 where there is one. It is a measured trial like any other: it counts in the budget, the sampler reads it as a
 COMPLETE trial (TPE models it; CMA-ES, which learns only from its own draws, does not), and it is marked
-``autotune.informed`` so the progress line names it.
+``autotune.informed`` so the progress line names it; its twin is marked ``autotune.informed_twin``, and while their
+graphs compile ahead the two stand aside together (:mod:`autotune.sweep.parking`).
 
 What the device is (its GPU, memory, bf16; whether the model has 4-D weights, asked of the workload
 built on the ``meta`` device: no memory, no weights) is asked in a trial process, as a trial would
@@ -58,7 +59,7 @@ def queue_twin(
     twin = precision_twin(space, start, facts)
     if twin is None or records.measured_with(twin) is not None:
         return None
-    study.enqueue_trial(space.optuna_params(twin))
+    study.enqueue_trial(space.optuna_params(twin), user_attrs={schema.ATTR_TWIN: True})
     return max(t.number for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))), twin
 
 

@@ -26,6 +26,11 @@ With one trial at a time (eighth session) a second configuration of the parked t
 winner, with the fused optimizer) then waited 38.9 s for the compile the parked one stood aside for, the GPU idle:
 so a proposal of the graph already parked for is parked beside it (it costs no compile slot, and such proposals are
 few: the graph-neutral variants of one configuration), and a proposal of any other graph is measured as before.
+The expert's two trials are the exception: the informed start's twin in the other half precision
+(:func:`autotune.sweep.expert.precision_twin`), queued right after it, parks beside it though its graph differs. Both
+graphs compile ahead while the default runs, and neither is a sampler's draw in a poor region. Measured at once, the
+twin made the informed start wait for the rest of its compile first (it would outlast it), the GPU idle: 42.8 s of
+ResNet-50's on an H100 (eleventh session), 13.5 s of GPT-2's.
 
 The informed start does not wait behind a long trial. On GPT-2 (eighth session) it stood aside with about 10 s of
 its compile left, and the sampler's first draw, fp32 eager at batch 64, ran 59 s meanwhile: not pruned, since
@@ -83,11 +88,11 @@ def taken_up(trial: optuna.trial.Trial) -> None:
 @dataclass
 class Parked:
     """A proposal standing aside until its graph's compile ahead ends; its progress-line label; whether it is the
-    informed start (a longer proposal is measured after it: :meth:`Parking.outlasts`)."""
+    expert's (the informed start or its twin: a longer proposal is measured after it, :meth:`Parking.outlasts`)."""
 
     proposal: Proposal
     label: str
-    informed: bool = False
+    expert: bool = False
     beat: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # its heartbeat while parked
 
 
@@ -107,17 +112,17 @@ class Parking:
         self.storage = storage
         self.progress = progress
         self.predict = predict
-        self.parked: list[Parked] = []  # in the order parked, all of one graph (module docstring)
+        self.parked: list[Parked] = []  # in the order parked: one graph's, or the expert's two (module docstring)
 
-    def park(self, proposal: Proposal, label: str, compiled_graphs: set[str], informed: bool = False) -> bool:
+    def park(self, proposal: Proposal, label: str, compiled_graphs: set[str], expert: bool = False) -> bool:
         """Park ``proposal`` if its graph would be compiled, or waited for, in its trial and a compile ahead can take
-        it, and the trials parked already (if any) are of that graph (``compiled_graphs``: the graph keys trials
-        compiled; ``informed``: it is the informed start); True when parked, False to measure it now."""
-        if self.parked and graph_key(self.parked[0].proposal.params) != graph_key(proposal.params):
+        it, and it may stand beside the trials parked already (:meth:`_beside`). ``compiled_graphs``: the graph keys
+        trials compiled; ``expert``: it is the informed start or its twin. True when parked, False to measure it now."""
+        if not self._beside(proposal, expert):
             return False
         if not self.ahead.claim(proposal.params, compiled_graphs):
             return False
-        parked = Parked(proposal, label, informed)
+        parked = Parked(proposal, label, expert)
         parked.beat.enter_context(heartbeat(self.storage, proposal.trial._trial_id))
         self.parked.append(parked)
         self.progress.message(
@@ -125,11 +130,21 @@ class Parking:
         )
         return True
 
+    def _beside(self, proposal: Proposal, expert: bool) -> bool:
+        """Whether ``proposal`` may park beside the trials parked now: none is, one of them has its graph, or it and
+        all of them are the expert's (see the module docstring)."""
+        if not self.parked:
+            return True
+        key = graph_key(proposal.params)
+        if any(graph_key(parked.proposal.params) == key for parked in self.parked):
+            return True
+        return expert and all(parked.expert for parked in self.parked)
+
     def outlasts(self, proposal: Proposal) -> bool:
-        """Whether ``proposal``, not parked, is predicted to take :data:`OUTLAST_FACTOR` times longer than the parked
-        informed start's compile has left (see the module docstring): the parked trials are then measured first.
-        False when the informed start is not the first parked, or nothing is predicted."""
-        if not self.parked or not self.parked[0].informed:
+        """Whether ``proposal``, not parked, is predicted to take :data:`OUTLAST_FACTOR` times longer than the first
+        parked trial's compile has left, when that is the expert's (see the module docstring): the parked trials are
+        then measured first. False when a sampler's proposal is first parked, or nothing is predicted."""
+        if not self.parked or not self.parked[0].expert:
             return False
         first = self.parked[0]
         predicted = self.predict([proposal.params, first.proposal.params])

@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from autotune.records import schema
-from autotune.records.trial import is_default, is_informed
+from autotune.records.trial import is_default, is_informed, is_twin
 from autotune.storage.rdb import quiet_optuna
 
 __all__ = ["record_interrupted"]
@@ -37,7 +37,7 @@ def record_interrupted(study: optuna.Study, trial: Trial, cause: str, *, queue_a
 
 
 def _queue_again(study: optuna.Study, trial: FrozenTrial) -> None:
-    """A WAITING copy of ``trial``: its params, whether it is the default or the informed start, and Optuna's
+    """A WAITING copy of ``trial``: its params, whether it is the default, the informed start or its twin, and Optuna's
     retry bookkeeping.
 
     Not the sampler's own state on the trial (CMA-ES's generation): the copy's params were not its draw.
@@ -49,6 +49,8 @@ def _queue_again(study: optuna.Study, trial: FrozenTrial) -> None:
         user_attrs[schema.ATTR_DEFAULT] = True  # the leaderboard's baseline stays the default configuration
     if is_informed(trial):
         user_attrs[schema.ATTR_INFORMED] = True  # the informed start stays marked, and is queued once
+    if is_twin(trial):
+        user_attrs[schema.ATTR_TWIN] = True  # and its twin, which parks beside it (autotune.sweep.parking)
     study.add_trial(
         optuna.create_trial(
             state=TrialState.WAITING,

@@ -9,6 +9,7 @@ from expert_facts import H100, V100, default_trial
 from optuna.trial import TrialState
 
 from autotune.records import StudyRecords
+from autotune.records.trial import is_twin
 from autotune.space import load_space
 from autotune.sweep.expert import DeviceFacts, expert_params
 from autotune.sweep.informed import queue_twin
@@ -29,6 +30,7 @@ def test_the_twin_is_queued_after_the_informed_start_only_where_it_has_one() -> 
     waiting = study.get_trials(states=(TrialState.WAITING,))
     queued = [t.system_attrs["fixed_params"] for t in waiting]  # what each will be asked with
     assert [t.number for t in waiting] == [0, number] and queued[1] == {**queued[0], "precision": "fp16"}
+    assert [is_twin(t) for t in waiting] == [False, True]  # marked: it parks beside the informed start
     assert twin == {**start, "precision": "fp16"}  # what the progress line names (a queued trial has no params yet)
 
 

@@ -187,15 +187,41 @@ def test_a_proposal_that_would_outlast_the_parked_graphs_compile_runs_after_it(t
     parking = Parking(CompilesAhead(), study, storage, Progress(None, None, said), predict)  # type: ignore[arg-type]
     proposal = Proposal(study.ask(), eager, TrialKind.MEASURED)
     assert not parking.outlasts(proposal)  # nothing parked
-    assert parking.park(Proposal(study.ask(), informed, TrialKind.MEASURED), "informed", set(), informed=True)
+    assert parking.park(Proposal(study.ask(), informed, TrialKind.MEASURED), "informed", set(), expert=True)
     assert not parking.outlasts(proposal)  # nothing predicted
     predicted[str(sorted(informed.items()))] = (45.0, 10.5)
     predicted[str(sorted(eager.items()))] = (21.5, 0.0)
     assert parking.outlasts(proposal)
-    parking.parked[0].informed = False  # a sampler's proposal: it stands aside whatever runs meanwhile
+    parking.parked[0].expert = False  # a sampler's proposal: it stands aside whatever runs meanwhile
     assert not parking.outlasts(proposal)
-    parking.parked[0].informed = True
+    parking.parked[0].expert = True
     assert "trial 0 runs after parked 1: predicted 22 s, more than the 10 s" in said.getvalue(), said.getvalue()
     predicted[str(sorted(informed.items()))] = (45.0, 20.0)  # 21.5 s against 20 s left: within the margin
     assert not parking.outlasts(proposal)
+    parking.release("the test's end")
+
+
+def test_the_informed_starts_twin_parks_beside_it_and_a_samplers_other_graph_does_not(tmp_path: Path) -> None:
+    """Measured at once, the twin (another graph) made the informed start wait for the rest of its compile, the GPU
+    idle (42.8 s of ResNet-50's on an H100): the expert's two trials park together, in the order asked; a sampler's
+    proposal parks beside them only with one of their graphs, and a sampler's parked graph keeps the twin out."""
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/twin.db")
+    study = optuna.create_study(study_name="twin", storage=storage)
+    ahead = CompilesAhead()
+    parking = Parking(ahead, study, storage, Progress(None, None, io.StringIO()), lambda _: None)  # type: ignore[arg-type]
+    bf16 = {"precision": "bf16", "compile_mode": "default", "batch_size": 512, "fused_optimizer": True}
+    fp16 = {**bf16, "precision": "fp16"}
+
+    def park(params: dict[str, object], expert: bool = False) -> bool:
+        return parking.park(Proposal(study.ask(), params, TrialKind.MEASURED), "t", set(), expert=expert)
+
+    assert park(bf16, expert=True) and park(fp16, expert=True)
+    assert not park({**bf16, "compile_mode": "reduce-overhead"})  # a sampler's other graph: measured now
+    assert park({**fp16, "fused_optimizer": False})  # the twin's graph: beside it
+    ahead.ended_graphs.update({str(graph_key(bf16)), str(graph_key(fp16))})
+    taken = [parking.take() for _ in range(4)]
+    assert [t.proposal.trial.number if t else None for t in taken] == [0, 1, 3, None]
+
+    assert park({**bf16, "batch_size": 256})  # a sampler's parked graph first: the expert's twin waits its turn
+    assert not park(fp16, expert=True)
     parking.release("the test's end")
