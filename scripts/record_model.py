@@ -117,6 +117,7 @@ KEPT_METRICS = (
     "startup_s",
     "window_s",
     "warmup_steps",
+    "step_ms_p50",
     "first_step_s",
     "pruned_before_compile",
     "compile_wall_s",

@@ -17,12 +17,15 @@ study's storage (:mod:`autotune.sweep.finishing`); every worker then prints its 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import optuna
 
 from autotune.interrupts import Interrupted, StopSignals
 from autotune.records import StudyRecords
+from autotune.search.costmodel import Seconds
+from autotune.search.eagerrun import floored
 from autotune.search.samplerview import OrdinalView
 from autotune.space import Space
 from autotune.space.configurations import list_configurations
@@ -267,11 +270,18 @@ class Sweep:
 
 
 def _predict(ctx: SweepContext) -> Predict:
-    """The sampler's predicted seconds of trials, where it predicts them (a cost-aware sampler): parking reads them."""
+    """The sampler's predicted seconds of trials, where it predicts them (a cost-aware sampler), each at least the
+    run an eager full-precision trial needs at its batch (:func:`autotune.search.eagerrun.eager_run_s`, from the
+    default's steps): parking reads them."""
     sampler, study = ctx.study.sampler, ctx.study
     if not isinstance(sampler, OrdinalView):
         return lambda configurations: None
-    return lambda configurations: sampler.seconds(study, configurations)
+
+    def predict(configurations: Sequence[Mapping[str, Any]]) -> Seconds | None:
+        seconds = sampler.seconds(study, configurations)
+        return floored(seconds, ctx.records.default, configurations) if seconds is not None else None
+
+    return predict
 
 
 def _compile_ahead(ctx: SweepContext, executor: Executor, role: Role) -> CompileAhead | None:

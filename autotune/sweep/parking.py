@@ -17,32 +17,40 @@ alone, and a proposal of the same configuration is answered as a repeat of it. I
 up again (``autotune.parked_s``, :mod:`autotune.records.schema`), so its duration, and with it the sweep's GPU-time
 figures, count its measurement and not the trials measured while it stood aside.
 
-Trials of one graph are parked at a time. The sampler learns nothing from a parked trial until it is measured, and
-on an H100 (BENCHMARKS.md, seventh session) parking up to one trial per compile slot let TPE propose four more
-configurations of one poor region while the first waited: all four were pruned after their compiles (the pruned
-share rose from 5% to 33% of ResNet-50's search) and the winner came out 4% lower. With the informed start alone
-parked, six eager trials ran during its compile and it then waited for nothing (18 s, against 58 s waiting before).
-With one trial at a time (eighth session) a second configuration of the parked trial's graph (ResNet-50's fp16
-winner, with the fused optimizer) then waited 38.9 s for the compile the parked one stood aside for, the GPU idle:
-so a proposal of the graph already parked for is parked beside it (it costs no compile slot, and such proposals are
-few: the graph-neutral variants of one configuration), and a proposal of any other graph is measured as before.
+Trials of at most two graphs are parked at a time. The sampler learns nothing from a parked trial until it is
+measured, and on an H100 (BENCHMARKS.md, seventh session) parking up to one trial per compile slot let TPE propose
+four more configurations of one poor region while the first waited: all four were pruned after their compiles (the
+pruned share rose from 5% to 33% of ResNet-50's search) and the winner came out 4% lower. With the informed start
+alone parked, six eager trials ran during its compile and it then waited for nothing (18 s, against 58 s waiting
+before). With one trial at a time (eighth session) a second configuration of the parked trial's graph (ResNet-50's
+fp16 winner, with the fused optimizer) then waited 38.9 s for the compile the parked one stood aside for, the GPU
+idle: so a proposal of the graph already parked for is parked beside it (it costs no compile slot, and such
+proposals are few: the graph-neutral variants of one configuration). With one graph parked, a proposal of another
+compiled in its own trial, the GPU idle: in the twelfth session's GPT-2 sweep four proposals did so right after
+another graph was parked (23-28 s each, 100 s of the search's 133 s of compiling), and ResNet-50's winner (fp16,
+reduce-overhead, batch 512) compiled 39.8 s in its trial while a batch-256 graph was parked (the search compiled 39%
+of its trial time, 32% without that). So a second graph parks too (:data:`SAMPLER_GRAPHS`), and a proposal of a
+third is measured as before.
+
 The expert's two trials are the exception: the informed start's twin in the other half precision
-(:func:`autotune.sweep.expert.precision_twin`), queued right after it, parks beside it though its graph differs. Both
-graphs compile ahead while the default runs, and neither is a sampler's draw in a poor region. Measured at once, the
-twin made the informed start wait for the rest of its compile first (it would outlast it), the GPU idle: 42.8 s of
-ResNet-50's on an H100 (eleventh session), 13.5 s of GPT-2's.
+(:func:`autotune.sweep.expert.precision_twin`), queued right after it, parks beside it though its graph differs.
+Both graphs compile ahead while the default runs, and neither is a sampler's draw in a poor region. Measured at
+once, the twin made the informed start wait for the rest of its compile first (it would outlast it), the GPU idle:
+42.8 s of ResNet-50's on an H100 (eleventh session), 13.5 s of GPT-2's.
 
 The informed start does not wait behind a long trial. On GPT-2 (eighth session) it stood aside with about 10 s of
 its compile left, and the sampler's first draw, fp32 eager at batch 64, ran 59 s meanwhile: not pruned, since
 nothing better than the default was known yet, and the sweep's best came about 48 s late. The informed start is the
 likeliest best before anything else is measured, and its figure is the pruning bar that keeps the trials after it
 short. So a proposal predicted to outlast the rest of its compile by a margin (:data:`OUTLAST_FACTOR`; the
-predictions are :meth:`autotune.search.costmodel.CostModel.seconds`, the cost-aware sampler's) is measured after it,
-and it waits for what is left of that compile (:meth:`Parking.outlasts`); a cheaper one runs meanwhile, as
-ResNet-50's eager trials (5-7 s each, predicted 5-14 s) did during its informed start's 45 s compile. A trial the
-sampler proposed stands aside whatever runs meanwhile: on GPT-2 (ninth session) measuring such trials first left the
-GPU idle for the rest of their compiles, 47 s in all in a 6-minute search, and two of those five trials were then
-pruned.
+predictions are :meth:`autotune.search.costmodel.CostModel.seconds`, the cost-aware sampler's, each at least the run
+of an eager full-precision trial at its batch, :func:`autotune.search.eagerrun.eager_run_s`: with only the default
+measured the cost model priced GPT-2's fp32 eager draw at 4x its batch at the default's 20 s, and it ran 58.6 s,
+twelfth session) is measured after it, and it waits for what is left of that compile (:meth:`Parking.outlasts`); a
+cheaper one runs meanwhile, as ResNet-50's eager trials (5-7 s each, predicted 5-14 s) did during its informed
+start's 45 s compile. A trial the sampler proposed stands aside whatever runs meanwhile: on GPT-2 (ninth session)
+measuring such trials first left the GPU idle for the rest of their compiles, 47 s in all in a 6-minute search, and
+two of those five trials were then pruned.
 """
 
 from __future__ import annotations
@@ -63,11 +71,15 @@ from autotune.sweep.proposals import Proposal
 from autotune.sweep.requeue import record_interrupted
 from autotune.views.progress import Progress
 
-__all__ = ["OUTLAST_FACTOR", "Parked", "Parking", "Predict", "taken_up"]
+__all__ = ["OUTLAST_FACTOR", "SAMPLER_GRAPHS", "Parked", "Parking", "Predict", "taken_up"]
 
 # Configurations -> the predicted seconds of a trial of each, with the part waiting for a compile ahead; None where
 # nothing is predicted (the cost-aware sampler's: autotune.search.costaware.CostAwareSampler.seconds).
 Predict = Callable[[Sequence[Mapping[str, Any]]], Seconds | None]
+# How many graphs the sampler's proposals park at once (see the module docstring): one per compile slot (four on an
+# H100's 16-core host) let TPE's proposals of one poor region pile up unmeasured (seventh session); one left the next
+# new graph compiling in its trial (twelfth session).
+SAMPLER_GRAPHS = 2
 # How much longer than the rest of the informed start's compile a proposal must be predicted to take before the
 # informed start is measured first: its wait idles the GPU for certain, and a prediction barely above it is within the
 # cost model's error. Chosen on the four cases measured on an H100 (eighth and ninth sessions): GPT-2's first draw,
@@ -97,7 +109,7 @@ class Parked:
 
 
 class Parking:
-    """The trials one worker parked while their graph compiles ahead: one graph's (see the module docstring)."""
+    """The trials one worker parked while their graphs compile ahead (see the module docstring)."""
 
     def __init__(
         self,
@@ -112,7 +124,7 @@ class Parking:
         self.storage = storage
         self.progress = progress
         self.predict = predict
-        self.parked: list[Parked] = []  # in the order parked: one graph's, or the expert's two (module docstring)
+        self.parked: list[Parked] = []  # in the order parked: the expert's, or the sampler's (module docstring)
 
     def park(self, proposal: Proposal, label: str, compiled_graphs: set[str], expert: bool = False) -> bool:
         """Park ``proposal`` if its graph would be compiled, or waited for, in its trial and a compile ahead can take
@@ -131,14 +143,17 @@ class Parking:
         return True
 
     def _beside(self, proposal: Proposal, expert: bool) -> bool:
-        """Whether ``proposal`` may park beside the trials parked now: none is, one of them has its graph, or it and
-        all of them are the expert's (see the module docstring)."""
+        """Whether ``proposal`` may park beside the trials parked now: none is, one of them has its graph, it and all
+        of them are the expert's, or it and all of them are the sampler's, of fewer than :data:`SAMPLER_GRAPHS`
+        graphs (see the module docstring)."""
         if not self.parked:
             return True
-        key = graph_key(proposal.params)
-        if any(graph_key(parked.proposal.params) == key for parked in self.parked):
+        graphs = {graph_key(parked.proposal.params) for parked in self.parked}
+        if graph_key(proposal.params) in graphs:
             return True
-        return expert and all(parked.expert for parked in self.parked)
+        if expert:
+            return all(parked.expert for parked in self.parked)
+        return not any(parked.expert for parked in self.parked) and len(graphs) < SAMPLER_GRAPHS
 
     def outlasts(self, proposal: Proposal) -> bool:
         """Whether ``proposal``, not parked, is predicted to take :data:`OUTLAST_FACTOR` times longer than the first
@@ -158,11 +173,16 @@ class Parking:
         return True
 
     def take(self, waiting: bool = False) -> Parked | None:
-        """The first parked trial, taken up, once its graph's compile ahead has ended, or at once with ``waiting`` (its
-        trial then waits for what is left of that compile); None when none is parked or its compile still runs."""
-        if not self.parked or not (waiting or self.ahead.ended(self.parked[0].proposal.params)):
+        """The first parked trial whose graph's compile ahead has ended, taken up; with ``waiting`` the first parked
+        one if none has (its trial then waits for what is left of that compile); None when none is parked, or every
+        parked trial's compile still runs."""
+        ready = next((p for p in self.parked if self.ahead.ended(p.proposal.params)), None)
+        if ready is None and waiting and self.parked:
+            ready = self.parked[0]
+        if ready is None:
             return None
-        parked = self.parked.pop(0)
+        self.parked.remove(ready)
+        parked = ready
         parked.beat.close()  # the measurement beats for it from here
         taken_up(parked.proposal.trial)
         return parked

@@ -144,21 +144,25 @@ def test_trials_of_the_parked_graph_park_beside_it_and_others_are_measured(tmp_p
     ahead = CompilesAhead()
     parking = Parking(ahead, study, storage, Progress(None, None, io.StringIO()), lambda _: None)  # type: ignore[arg-type]
     fp16 = {"precision": "fp16", "compile_mode": "default", "batch_size": 64}
+    bf16 = {**fp16, "precision": "bf16"}
     graphs = [
         fp16,
         {**fp16, "fused_optimizer": True},
-        {**fp16, "precision": "bf16"},
+        bf16,
+        {**fp16, "compile_mode": "reduce-overhead"},
         {**fp16, "fused_optimizer": False},
     ]
     proposals = [Proposal(study.ask(), params, TrialKind.MEASURED) for params in graphs]
     parked = [parking.park(p, f"t{p.trial.number}", set()) for p in proposals]
-    # The fused optimizer leaves the graph as it is: its trials stand aside beside the first; bf16 is another graph.
-    assert parked == [True, True, False, True]
-    assert parking.take() is None  # their compile still runs
+    # The fused optimizer leaves the graph as it is: its trials stand aside beside the first; bf16 is a second graph,
+    # reduce-overhead a third (SAMPLER_GRAPHS): measured now.
+    assert parked == [True, True, True, False, True]
+    assert parking.take() is None  # their compiles still run
+    ahead.ended_graphs.add(str(graph_key(bf16)))  # the second graph's compile ends first: its trial goes first
     ahead.ended_graphs.add(str(graph_key(fp16)))
-    taken = [parking.take(), parking.take(), parking.take(), parking.take()]
-    assert [t.proposal.trial.number if t else None for t in taken] == [0, 1, 3, None]  # in the order parked
-    assert all(schema.ATTR_PARKED_S in study.trials[n].user_attrs for n in (0, 1, 3))
+    taken = [parking.take() for _ in range(5)]
+    assert [t.proposal.trial.number if t else None for t in taken] == [0, 1, 2, 4, None]  # in the order parked
+    assert all(schema.ATTR_PARKED_S in study.trials[n].user_attrs for n in (0, 1, 2, 4))
 
     again = [Proposal(study.ask(), params, TrialKind.MEASURED) for params in graphs[:2]]
     assert all(parking.park(p, "again", set()) for p in again)
@@ -199,6 +203,21 @@ def test_a_proposal_that_would_outlast_the_parked_graphs_compile_runs_after_it(t
     predicted[str(sorted(informed.items()))] = (45.0, 20.0)  # 21.5 s against 20 s left: within the margin
     assert not parking.outlasts(proposal)
     parking.release("the test's end")
+
+
+def test_a_parked_trial_whose_compile_ended_goes_before_one_still_compiling(tmp_path: Path) -> None:
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/order.db")
+    study = optuna.create_study(study_name="order", storage=storage)
+    ahead = CompilesAhead()
+    parking = Parking(ahead, study, storage, Progress(None, None, io.StringIO()), lambda _: None)  # type: ignore[arg-type]
+    slow, quick = ({"precision": p, "compile_mode": "default", "batch_size": 64} for p in ("fp16", "bf16"))
+    assert all(parking.park(Proposal(study.ask(), p, TrialKind.MEASURED), "t", set()) for p in (slow, quick))
+    ahead.ended_graphs.add(str(graph_key(quick)))
+    first = parking.take()
+    assert first is not None and first.proposal.params == quick
+    assert parking.take() is None  # the other's compile still runs
+    last = parking.take(waiting=True)  # the budget's last trial: it waits for the rest of its compile
+    assert last is not None and last.proposal.params == slow and not parking.parked
 
 
 def test_the_informed_starts_twin_parks_beside_it_and_a_samplers_other_graph_does_not(tmp_path: Path) -> None:
