@@ -6,7 +6,7 @@ and an eager trial in full precision steps at the default's per-sample pace: on 
 at 4x the default's batch, priced at the default's 20 s, and it ran 58.6 s while the informed start's graph compiled
 ahead (twice, eleventh and twelfth sessions, BENCHMARKS.md), so the sweep's likeliest best was measured a minute later.
 The parking rule that measures the informed start first reads this figure as a floor under the cost model's
-(:func:`autotune.sweep.loop`'s predictions; :meth:`autotune.sweep.parking.Parking.outlasts`). The sampler's own
+(:func:`floored`, in the sweep loop's predictions; :meth:`autotune.sweep.parking.Parking.outlasts`). The sampler's own
 pricing is left as it is: a step-time model for every configuration priced GPT-2's compiled winners at their eager
 step and found them later in replay (BENCHMARKS.md, eleventh session).
 
@@ -18,7 +18,7 @@ step either way and are not modelled: the figure is an estimate of order, not a 
 
 from __future__ import annotations
 
-import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,19 +28,20 @@ from autotune.jobspec import MeasureSettings
 from autotune.records import TrialRecord
 from autotune.records.trial import finite
 from autotune.search.costmodel import Seconds, compiles
+from autotune.trial.warmup import timed_step_count
 
-__all__ = ["FULL_PRECISION", "eager_run_s", "floored"]
+__all__ = ["FULL_MATMULS", "FULL_PRECISION", "eager_run_s", "floored"]
 
 # PyTorch's default precision is fp32 arithmetic without TF32 (autotune.knobs): the same per-sample pace as fp32.
 FULL_PRECISION = frozenset({"default", "fp32"})
+# The fp32 matmul precisions that keep that pace: "high" runs TF32 matmuls, faster (autotune.knobs.MATMUL_PRECISIONS).
+FULL_MATMULS = frozenset({"auto", "highest"})
 
 
 def eager_run_s(default: TrialRecord, params: Mapping[str, Any]) -> float | None:
     """Seconds of run of an eager trial of ``params`` in full precision, from the measured ``default`` trial (see
     the module docstring); None for a compiled or lower-precision configuration, or a default without step figures."""
-    if compiles(params) or not default.ok or str(params.get("precision", "default")) not in FULL_PRECISION:
-        return None
-    if str(default.params.get("precision", "default")) not in FULL_PRECISION:
+    if compiles(params) or not default.ok or not (_full_precision(params) and _full_precision(default.params)):
         return None
     metrics = default.first_metrics
     step_ms, warmup, first_s, window_s = (
@@ -51,9 +52,7 @@ def eager_run_s(default: TrialRecord, params: Mapping[str, Any]) -> float | None
     default_step_s = step_ms / 1e3
     fixed_s = max(0.0, default.duration_s - first_s - (warmup - 1) * default_step_s - window_s)
     step_s = default_step_s * _batch_ratio(default.params, params)
-    settings = MeasureSettings().for_device(_device(default))
-    assert settings.min_steps is not None and settings.min_time_s is not None  # for_device fills them
-    timed = max(settings.min_steps, min(settings.max_steps, math.ceil(settings.min_time_s / step_s)))
+    timed = timed_step_count([step_s * 1e3], MeasureSettings().for_device(_device(default)))
     return fixed_s + (warmup + timed) * step_s
 
 
@@ -66,12 +65,23 @@ def floored(seconds: Seconds, default: TrialRecord | None, configurations: Seque
     return Seconds(np.maximum(seconds.trial, floors), seconds.waiting)
 
 
+def _full_precision(params: Mapping[str, Any]) -> bool:
+    """Whether ``params`` compute in full fp32 (no autocast, no TF32 matmuls)."""
+    precision, matmuls = params.get("precision", "default"), params.get("matmul_precision", "auto")
+    return str(precision) in FULL_PRECISION and str(matmuls) in FULL_MATMULS
+
+
 def _batch_ratio(default: Mapping[str, Any], params: Mapping[str, Any]) -> float:
-    """The trial's batch over the default's (1 where either has none)."""
-    ours, theirs = params.get("batch_size"), default.get("batch_size")
-    if isinstance(ours, int | float) and isinstance(theirs, int | float) and theirs > 0 and ours > 0:
-        return float(ours) / float(theirs)
-    return 1.0
+    """The trial's batch over the default's (1 where either has none, or a batch that is not a positive number)."""
+    ours, theirs = _positive(params.get("batch_size")), _positive(default.get("batch_size"))
+    return ours / theirs if ours is not None and theirs is not None else 1.0
+
+
+def _positive(value: Any) -> float | None:
+    """``value`` as a float where it is a positive number (not a bool), else None."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and float(value) > 0:
+        return float(value)
+    return None
 
 
 def _device(record: TrialRecord) -> str:

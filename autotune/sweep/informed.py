@@ -8,7 +8,7 @@ next ask measures it (the study's second trial with one worker), then its twin i
 where there is one. It is a measured trial like any other: it counts in the budget, the sampler reads it as a
 COMPLETE trial (TPE models it; CMA-ES, which learns only from its own draws, does not), and it is marked
 ``autotune.informed`` so the progress line names it; its twin is marked ``autotune.informed_twin``, and while their
-graphs compile ahead the two stand aside together (:mod:`autotune.sweep.parking`).
+graphs compile ahead the twin may stand aside with the informed start (:mod:`autotune.sweep.parking`).
 
 What the device is (its GPU, memory, bf16; whether the model has 4-D weights, asked of the workload
 built on the ``meta`` device: no memory, no weights) is asked in a trial process, as a trial would

@@ -33,7 +33,8 @@ of its trial time, 32% without that). So a second graph parks too (:data:`SAMPLE
 third is measured as before.
 
 The expert's two trials are the exception: the informed start's twin in the other half precision
-(:func:`autotune.sweep.expert.precision_twin`), queued right after it, parks beside it though its graph differs.
+(:func:`autotune.sweep.expert.precision_twin`), queued right after it, parks beside it though its graph differs
+(while they are parked a sampler's proposal parks only with one of their graphs; one of another is measured).
 Both graphs compile ahead while the default runs, and neither is a sampler's draw in a poor region. Measured at
 once, the twin made the informed start wait for the rest of its compile first (it would outlast it), the GPU idle:
 42.8 s of ResNet-50's on an H100 (eleventh session), 13.5 s of GPT-2's.
@@ -78,14 +79,16 @@ __all__ = ["OUTLAST_FACTOR", "SAMPLER_GRAPHS", "Parked", "Parking", "Predict", "
 Predict = Callable[[Sequence[Mapping[str, Any]]], Seconds | None]
 # How many graphs the sampler's proposals park at once (see the module docstring): one per compile slot (four on an
 # H100's 16-core host) let TPE's proposals of one poor region pile up unmeasured (seventh session); one left the next
-# new graph compiling in its trial (twelfth session).
+# new graph compiling in its trial (twelfth session). At most the compile slots but one, so a slot stays for the
+# search's next graph (a host of 8 cores has two).
 SAMPLER_GRAPHS = 2
 # How much longer than the rest of the informed start's compile a proposal must be predicted to take before the
 # informed start is measured first: its wait idles the GPU for certain, and a prediction barely above it is within the
-# cost model's error. Chosen on the four cases measured on an H100 (eighth and ninth sessions): GPT-2's first draw,
-# fp32 eager at batch 64, predicted at 2.0x the rest, ran 59 s meanwhile; predicted at 1.4x, it ran after the
-# informed start and was pruned in 5.6 s. ResNet-50's trial 3, predicted at 1.07x, ran after it (the informed start
-# waiting 17.9 s, the GPU idle) and took 1.6 s; one predicted at 0.83x took 7 s meanwhile.
+# cost model's error. Chosen on the four cases measured on an H100 (eighth and ninth sessions, before the eager-run
+# floor of autotune.search.eagerrun): GPT-2's first draw, fp32 eager at batch 64, predicted at 2.0x the rest, ran 59 s
+# meanwhile; predicted at 1.4x, it ran after the informed start and was pruned in 5.6 s. ResNet-50's trial 3,
+# predicted at 1.07x, ran after it (the informed start waiting 17.9 s, the GPU idle) and took 1.6 s; one predicted at
+# 0.83x took 7 s meanwhile. With the floor (twelfth session) GPT-2's draw was predicted at 55 s against 17 s left.
 OUTLAST_FACTOR = 1.25
 
 
@@ -100,11 +103,13 @@ def taken_up(trial: optuna.trial.Trial) -> None:
 @dataclass
 class Parked:
     """A proposal standing aside until its graph's compile ahead ends; its progress-line label; whether it is the
-    expert's (the informed start or its twin: a longer proposal is measured after it, :meth:`Parking.outlasts`)."""
+    expert's (the informed start or its twin: they park together, :meth:`Parking._beside`) and whether it is the
+    informed start (a longer proposal is measured after it, :meth:`Parking.outlasts`)."""
 
     proposal: Proposal
     label: str
     expert: bool = False
+    informed: bool = False
     beat: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # its heartbeat while parked
 
 
@@ -124,17 +129,20 @@ class Parking:
         self.storage = storage
         self.progress = progress
         self.predict = predict
-        self.parked: list[Parked] = []  # in the order parked: the expert's, or the sampler's (module docstring)
+        self.parked: list[Parked] = []  # in the order parked (module docstring)
 
-    def park(self, proposal: Proposal, label: str, compiled_graphs: set[str], expert: bool = False) -> bool:
+    def park(
+        self, proposal: Proposal, label: str, compiled_graphs: set[str], expert: bool = False, informed: bool = False
+    ) -> bool:
         """Park ``proposal`` if its graph would be compiled, or waited for, in its trial and a compile ahead can take
         it, and it may stand beside the trials parked already (:meth:`_beside`). ``compiled_graphs``: the graph keys
-        trials compiled; ``expert``: it is the informed start or its twin. True when parked, False to measure it now."""
+        trials compiled; ``expert``: it is the informed start or its twin; ``informed``: it is the informed start.
+        True when parked, False to measure it now."""
         if not self._beside(proposal, expert):
             return False
         if not self.ahead.claim(proposal.params, compiled_graphs):
             return False
-        parked = Parked(proposal, label, expert)
+        parked = Parked(proposal, label, expert, informed)
         parked.beat.enter_context(heartbeat(self.storage, proposal.trial._trial_id))
         self.parked.append(parked)
         self.progress.message(
@@ -145,7 +153,7 @@ class Parking:
     def _beside(self, proposal: Proposal, expert: bool) -> bool:
         """Whether ``proposal`` may park beside the trials parked now: none is, one of them has its graph, it and all
         of them are the expert's, or it and all of them are the sampler's, of fewer than :data:`SAMPLER_GRAPHS`
-        graphs (see the module docstring)."""
+        graphs, and fewer than the compile slots (see the module docstring)."""
         if not self.parked:
             return True
         graphs = {graph_key(parked.proposal.params) for parked in self.parked}
@@ -153,16 +161,18 @@ class Parking:
             return True
         if expert:
             return all(parked.expert for parked in self.parked)
-        return not any(parked.expert for parked in self.parked) and len(graphs) < SAMPLER_GRAPHS
+        limit = min(SAMPLER_GRAPHS, max(1, self.ahead.slots - 1))
+        return not any(parked.expert for parked in self.parked) and len(graphs) < limit
 
     def outlasts(self, proposal: Proposal) -> bool:
-        """Whether ``proposal``, not parked, is predicted to take :data:`OUTLAST_FACTOR` times longer than the first
-        parked trial's compile has left, when that is the expert's (see the module docstring): the parked trials are
-        then measured first. False when a sampler's proposal is first parked, or nothing is predicted."""
-        if not self.parked or not self.parked[0].expert:
+        """Whether ``proposal``, not parked, is predicted to take :data:`OUTLAST_FACTOR` times longer than the parked
+        informed start's compile has left (see the module docstring): the parked trials are then measured first.
+        False when the informed start is not parked (measured already: its figure is the pruning bar), or nothing is
+        predicted."""
+        informed = next((parked for parked in self.parked if parked.informed), None)
+        if informed is None:
             return False
-        first = self.parked[0]
-        predicted = self.predict([proposal.params, first.proposal.params])
+        predicted = self.predict([proposal.params, informed.proposal.params])
         if predicted is None or predicted.trial[0] <= OUTLAST_FACTOR * predicted.waiting[1]:
             return False
         parked = ", ".join(str(p.proposal.trial.number) for p in self.parked)
@@ -174,15 +184,14 @@ class Parking:
 
     def take(self, waiting: bool = False) -> Parked | None:
         """The first parked trial whose graph's compile ahead has ended, taken up; with ``waiting`` the first parked
-        one if none has (its trial then waits for what is left of that compile); None when none is parked, or every
-        parked trial's compile still runs."""
-        ready = next((p for p in self.parked if self.ahead.ended(p.proposal.params)), None)
+        one if none has (the longest parked: its trial then waits for what is left of that compile); None when none
+        is parked, or every parked trial's compile still runs."""
+        ready = next((i for i, p in enumerate(self.parked) if self.ahead.ended(p.proposal.params)), None)
         if ready is None and waiting and self.parked:
-            ready = self.parked[0]
+            ready = 0
         if ready is None:
             return None
-        self.parked.remove(ready)
-        parked = ready
+        parked = self.parked.pop(ready)
         parked.beat.close()  # the measurement beats for it from here
         taken_up(parked.proposal.trial)
         return parked

@@ -77,7 +77,8 @@ class TrialTurns:
                 record = self.ctx.records.trial(trial.number)
                 label = _label(trial.number, proposal.params, record)
                 if chosen and self.parking is not None:
-                    if self.parking.park(proposal, label, self._compiled(), record.informed or record.twin):
+                    expert = record.informed or record.twin
+                    if self.parking.park(proposal, label, self._compiled(), expert, record.informed):
                         return True  # measured in a later turn (take_parked)
                     if self.parking.outlasts(proposal):
                         self._parked_first(proposal.trial)
@@ -87,9 +88,9 @@ class TrialTurns:
             return proposal.kind is TrialKind.MEASURED
 
     def take_parked(self, urgent: bool) -> bool:
-        """Measure the first parked trial once its graph's compile ahead has ended; with ``urgent`` (the budget's last
-        trials are parked, or the last proposal needed no run: the sampler circles) now, waiting for the rest of its
-        compile. True when one was measured."""
+        """Measure the first parked trial whose graph's compile ahead has ended; with ``urgent`` (the budget's last
+        trials are parked, or the last proposal needed no run: the sampler circles) the first parked one now, waiting
+        for the rest of its compile if none has ended. True when one was measured."""
         parked = self.parking.take(waiting=urgent) if self.parking is not None else None
         if parked is None:
             return False

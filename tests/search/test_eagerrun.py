@@ -78,8 +78,14 @@ def test_smaller_batches_run_shorter_and_the_timed_steps_follow_the_measuring_ru
 
 @pytest.mark.parametrize(
     "change",
-    [{"compile_mode": "default"}, {"precision": "bf16"}, {"precision": "fp16"}, {"precision": "tf32"}],
-    ids=["compiled", "bf16", "fp16", "tf32"],
+    [
+        {"compile_mode": "default"},
+        {"precision": "bf16"},
+        {"precision": "fp16"},
+        {"precision": "tf32"},
+        {"precision": "default", "matmul_precision": "high"},  # TF32 matmuls
+    ],
+    ids=["compiled", "bf16", "fp16", "tf32", "tf32-matmuls"],
 )
 def test_compiled_or_lower_precision_configurations_are_not_predicted(change: dict[str, Any]) -> None:
     default_params, duration_s, metrics, eager, _ = GPT2
@@ -107,3 +113,11 @@ def test_the_cost_models_seconds_are_floored_by_the_eager_run_only_where_it_is_l
     assert lifted.trial[0] == pytest.approx(eager_run_s(default, eager))
     assert list(lifted.trial[1:]) == [33.8, 20.2] and list(lifted.waiting) == [0.0, 10.0, 0.0]
     assert floored(seconds, None, [eager, informed, short]) is seconds  # no default measured: as priced
+
+
+def test_a_batch_of_numpys_int_scales_and_one_that_is_no_number_does_not() -> None:
+    default_params, duration_s, metrics, eager, _ = GPT2
+    default = default_record(default_params, duration_s, metrics)
+    assert eager_run_s(default, {**eager, "batch_size": np.int64(64)}) == eager_run_s(default, eager)
+    for odd in (True, "64", None, 0):
+        assert eager_run_s(default, {**eager, "batch_size": odd}) == eager_run_s(default, {**eager, "batch_size": 16})

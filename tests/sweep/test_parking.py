@@ -128,8 +128,9 @@ def test_a_stop_signal_queues_a_parked_trial_again(tmp_path: Path) -> None:
 class CompilesAhead:
     """The compile ahead as parking sees it: every graph can be claimed; ``ended`` says whose compile has ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, slots: int = 4) -> None:
         self.ended_graphs: set[str] = set()
+        self.slots = slots
 
     def claim(self, params: dict[str, object], compiled_graphs: set[str]) -> bool:
         return graph_key(params) not in compiled_graphs
@@ -159,10 +160,18 @@ def test_trials_of_the_parked_graph_park_beside_it_and_others_are_measured(tmp_p
     assert parked == [True, True, True, False, True]
     assert parking.take() is None  # their compiles still run
     ahead.ended_graphs.add(str(graph_key(bf16)))  # the second graph's compile ends first: its trial goes first
+    second = parking.take()
+    assert second is not None and second.proposal.trial.number == 2 and parking.take() is None
     ahead.ended_graphs.add(str(graph_key(fp16)))
-    taken = [parking.take() for _ in range(5)]
-    assert [t.proposal.trial.number if t else None for t in taken] == [0, 1, 2, 4, None]  # in the order parked
+    taken = [parking.take() for _ in range(4)]
+    assert [t.proposal.trial.number if t else None for t in taken] == [0, 1, 4, None]  # in the order parked
     assert all(schema.ATTR_PARKED_S in study.trials[n].user_attrs for n in (0, 1, 2, 4))
+
+    # A host of two compile slots keeps one for the search's next graph: the sampler parks one graph there.
+    narrow = Parking(CompilesAhead(slots=2), study, storage, Progress(None, None, io.StringIO()), lambda _: None)  # type: ignore[arg-type]
+    assert narrow.park(Proposal(study.ask(), fp16, TrialKind.MEASURED), "t", set())
+    assert not narrow.park(Proposal(study.ask(), bf16, TrialKind.MEASURED), "t", set())
+    narrow.release("the test's end")
 
     again = [Proposal(study.ask(), params, TrialKind.MEASURED) for params in graphs[:2]]
     assert all(parking.park(p, "again", set()) for p in again)
@@ -174,7 +183,8 @@ def test_trials_of_the_parked_graph_park_beside_it_and_others_are_measured(tmp_p
 def test_a_proposal_that_would_outlast_the_parked_graphs_compile_runs_after_it(tmp_path: Path) -> None:
     """GPT-2's informed start stood aside with about 10 s of its compile left while a 59 s eager trial ran (eighth
     session): a proposal predicted to take longer than the rest of the parked informed start's compile is measured
-    after it; a shorter one, or one nothing predicts, runs meanwhile, and any while a sampler's proposal is parked."""
+    after it; a shorter one, or one nothing predicts, runs meanwhile, and any while the informed start is not parked
+    (a sampler's proposal, or its twin alone: the informed start's figure is the pruning bar by then)."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/outlast.db")
     study = optuna.create_study(study_name="outlast", storage=storage)
     said = io.StringIO()
@@ -191,14 +201,15 @@ def test_a_proposal_that_would_outlast_the_parked_graphs_compile_runs_after_it(t
     parking = Parking(CompilesAhead(), study, storage, Progress(None, None, said), predict)  # type: ignore[arg-type]
     proposal = Proposal(study.ask(), eager, TrialKind.MEASURED)
     assert not parking.outlasts(proposal)  # nothing parked
-    assert parking.park(Proposal(study.ask(), informed, TrialKind.MEASURED), "informed", set(), expert=True)
+    start = Proposal(study.ask(), informed, TrialKind.MEASURED)
+    assert parking.park(start, "informed", set(), expert=True, informed=True)
     assert not parking.outlasts(proposal)  # nothing predicted
     predicted[str(sorted(informed.items()))] = (45.0, 10.5)
     predicted[str(sorted(eager.items()))] = (21.5, 0.0)
     assert parking.outlasts(proposal)
-    parking.parked[0].expert = False  # a sampler's proposal: it stands aside whatever runs meanwhile
+    parking.parked[0].informed = False  # its twin, or a sampler's proposal: it stands aside whatever runs meanwhile
     assert not parking.outlasts(proposal)
-    parking.parked[0].expert = True
+    parking.parked[0].informed = True
     assert "trial 0 runs after parked 1: predicted 22 s, more than the 10 s" in said.getvalue(), said.getvalue()
     predicted[str(sorted(informed.items()))] = (45.0, 20.0)  # 21.5 s against 20 s left: within the margin
     assert not parking.outlasts(proposal)
