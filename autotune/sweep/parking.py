@@ -29,8 +29,8 @@ proposals are few: the graph-neutral variants of one configuration). With one gr
 compiled in its own trial, the GPU idle: in the twelfth session's GPT-2 sweep four proposals did so right after
 another graph was parked (23-28 s each, 100 s of the search's 133 s of compiling), and ResNet-50's winner (fp16,
 reduce-overhead, batch 512) compiled 39.8 s in its trial while a batch-256 graph was parked (the search compiled 39%
-of its trial time, 32% without that). So a second graph parks too (:data:`SAMPLER_GRAPHS`), and a proposal of a
-third is measured as before.
+of its trial time, 32% without that). So a second graph parks too (:data:`SAMPLER_GRAPHS`; one where the host has
+two compile slots, so one stays for the search's next graph), and a proposal of a third is measured as before.
 
 The expert's two trials are the exception: the informed start's twin in the other half precision
 (:func:`autotune.sweep.expert.precision_twin`), queued right after it, parks beside it though its graph differs
@@ -153,7 +153,7 @@ class Parking:
     def _beside(self, proposal: Proposal, expert: bool) -> bool:
         """Whether ``proposal`` may park beside the trials parked now: none is, one of them has its graph, it and all
         of them are the expert's, or it and all of them are the sampler's, of fewer than :data:`SAMPLER_GRAPHS`
-        graphs, and fewer than the compile slots (see the module docstring)."""
+        graphs and fewer than the compile slots but one (at least one graph; see the module docstring)."""
         if not self.parked:
             return True
         graphs = {graph_key(parked.proposal.params) for parked in self.parked}
