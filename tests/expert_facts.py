@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from optuna.trial import TrialState
+from study_records import measured_default
 
 from autotune.records import TrialRecord
-from autotune.results import Status, TrialResult
+from autotune.results import Status
 from autotune.space import Space
 from autotune.sweep.expert import DeviceFacts
 
@@ -19,21 +19,7 @@ CPU = DeviceFacts("cpu", "CPU", 23.5, bf16=False, four_d_weights=True, cpus=2)
 
 def default_trial(space: Space, peak_gib: float | None, status: Status = Status.OK) -> TrialRecord:
     """The space's default configuration, measured (ok, or as ``status``) at ``peak_gib`` of peak memory."""
-    params = space.default_params()
     metrics: dict[str, Any] = {"throughput": 100.0}
     if peak_gib is not None:
         metrics["peak_mem_gib"] = peak_gib
-    result = TrialResult(status, None if status is Status.OK else "no", params, metrics)
-    return TrialRecord(
-        number=0,
-        state=TrialState.COMPLETE,
-        kind=None,
-        params=params,
-        result=result,
-        status=status.value,
-        reason=None,
-        default=True,
-        violation=None,
-        objectives=(100.0,),
-        first_values=(100.0,),
-    )
+    return measured_default(space.default_params(), metrics, status=status)

@@ -103,14 +103,18 @@ def taken_up(trial: optuna.trial.Trial) -> None:
 @dataclass
 class Parked:
     """A proposal standing aside until its graph's compile ahead ends; its progress-line label; whether it is the
-    expert's (the informed start or its twin: they park together, :meth:`Parking._beside`) and whether it is the
-    informed start (a longer proposal is measured after it, :meth:`Parking.outlasts`)."""
+    informed start (a longer proposal is measured after it, :meth:`Parking.outlasts`) or its twin."""
 
     proposal: Proposal
     label: str
-    expert: bool = False
     informed: bool = False
+    twin: bool = False
     beat: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # its heartbeat while parked
+
+    @property
+    def expert(self) -> bool:
+        """The informed start or its twin: they park together (:meth:`Parking._beside`)."""
+        return self.informed or self.twin
 
 
 class Parking:
@@ -132,17 +136,17 @@ class Parking:
         self.parked: list[Parked] = []  # in the order parked (module docstring)
 
     def park(
-        self, proposal: Proposal, label: str, compiled_graphs: set[str], expert: bool = False, informed: bool = False
+        self, proposal: Proposal, label: str, compiled_graphs: set[str], informed: bool = False, twin: bool = False
     ) -> bool:
         """Park ``proposal`` if its graph would be compiled, or waited for, in its trial and a compile ahead can take
         it, and it may stand beside the trials parked already (:meth:`_beside`). ``compiled_graphs``: the graph keys
-        trials compiled; ``expert``: it is the informed start or its twin; ``informed``: it is the informed start.
-        True when parked, False to measure it now."""
-        if not self._beside(proposal, expert):
+        trials compiled; ``informed``, ``twin``: it is the informed start, its twin. True when parked, False to measure
+        it now."""
+        if not self._beside(proposal, informed or twin):
             return False
         if not self.ahead.claim(proposal.params, compiled_graphs):
             return False
-        parked = Parked(proposal, label, expert, informed)
+        parked = Parked(proposal, label, informed, twin)
         parked.beat.enter_context(heartbeat(self.storage, proposal.trial._trial_id))
         self.parked.append(parked)
         self.progress.message(

@@ -77,8 +77,7 @@ class TrialTurns:
                 record = self.ctx.records.trial(trial.number)
                 label = _label(trial.number, proposal.params, record)
                 if chosen and self.parking is not None:
-                    expert = record.informed or record.twin
-                    if self.parking.park(proposal, label, self._compiled(), expert, record.informed):
+                    if self.parking.park(proposal, label, self._compiled(), record.informed, record.twin):
                         return True  # measured in a later turn (take_parked)
                     if self.parking.outlasts(proposal):
                         self._parked_first(proposal.trial)

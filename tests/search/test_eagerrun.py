@@ -4,15 +4,14 @@ trial each sweep's sampler drew first at 4x the default's batch."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pytest
-from optuna.trial import TrialState
+from study_records import measured_default
 
 from autotune.records import TrialRecord
-from autotune.results import Status, TrialResult
+from autotune.results import Status
 from autotune.search.costmodel import Seconds
 from autotune.search.eagerrun import eager_run_s, floored
 
@@ -36,23 +35,7 @@ RESNET50 = (
 def default_record(
     params: dict[str, Any], duration_s: float, metrics: dict[str, Any], device: str = "cuda"
 ) -> TrialRecord:
-    started = datetime(2026, 11, 27, 17, 55, 43)
-    result = TrialResult(Status.OK, None, params, {"throughput": 1.0, **metrics}, {"device": device})
-    return TrialRecord(
-        number=0,
-        state=TrialState.COMPLETE,
-        kind=None,
-        params=params,
-        result=result,
-        status="ok",
-        reason=None,
-        default=True,
-        violation=None,
-        objectives=(1.0,),
-        first_values=(1.0,),
-        started=started,
-        ended=started + timedelta(seconds=duration_s),
-    )
+    return measured_default(params, {"throughput": 1.0, **metrics}, env={"device": device}, duration_s=duration_s)
 
 
 @pytest.mark.parametrize("case", [GPT2, RESNET50], ids=["gpt2", "resnet50"])

@@ -202,7 +202,7 @@ def test_a_proposal_that_would_outlast_the_parked_graphs_compile_runs_after_it(t
     proposal = Proposal(study.ask(), eager, TrialKind.MEASURED)
     assert not parking.outlasts(proposal)  # nothing parked
     start = Proposal(study.ask(), informed, TrialKind.MEASURED)
-    assert parking.park(start, "informed", set(), expert=True, informed=True)
+    assert parking.park(start, "informed", set(), informed=True)
     assert not parking.outlasts(proposal)  # nothing predicted
     predicted[str(sorted(informed.items()))] = (45.0, 10.5)
     predicted[str(sorted(eager.items()))] = (21.5, 0.0)
@@ -242,10 +242,10 @@ def test_the_informed_starts_twin_parks_beside_it_and_a_samplers_other_graph_doe
     bf16 = {"precision": "bf16", "compile_mode": "default", "batch_size": 512, "fused_optimizer": True}
     fp16 = {**bf16, "precision": "fp16"}
 
-    def park(params: dict[str, object], expert: bool = False) -> bool:
-        return parking.park(Proposal(study.ask(), params, TrialKind.MEASURED), "t", set(), expert=expert)
+    def park(params: dict[str, object], informed: bool = False, twin: bool = False) -> bool:
+        return parking.park(Proposal(study.ask(), params, TrialKind.MEASURED), "t", set(), informed, twin)
 
-    assert park(bf16, expert=True) and park(fp16, expert=True)
+    assert park(bf16, informed=True) and park(fp16, twin=True)
     assert not park({**bf16, "compile_mode": "reduce-overhead"})  # a sampler's other graph: measured now
     assert park({**fp16, "fused_optimizer": False})  # the twin's graph: beside it
     ahead.ended_graphs.update({str(graph_key(bf16)), str(graph_key(fp16))})
@@ -253,5 +253,5 @@ def test_the_informed_starts_twin_parks_beside_it_and_a_samplers_other_graph_doe
     assert [t.proposal.trial.number if t else None for t in taken] == [0, 1, 3, None]
 
     assert park({**bf16, "batch_size": 256})  # a sampler's parked graph first: the expert's twin waits its turn
-    assert not park(fp16, expert=True)
+    assert not park(fp16, twin=True)
     parking.release("the test's end")
