@@ -14,6 +14,7 @@ import torch
 from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
+from autotune.kernels.untuned import first_configs
 
 __all__ = ["LOSS_TOLERANCE", "check_first_loss", "check_losses", "pair", "reference_loss"]
 
@@ -32,11 +33,24 @@ def reference_loss(workload: workloads.Workload, batch: Any) -> float | None:
     """The loss of the untouched model in strict fp32 on ``batch``: the guard's yardstick.
 
     None for a workload without ``loss_fn`` (its own ``train_step`` only): there is no loss to
-    recompute, so its first step is only checked to be finite.
+    recompute, so its first step is only checked to be finite. The workload's ``triton.autotune``
+    kernels run their first configs here, choosing nothing (:mod:`autotune.kernels.untuned`); where
+    one of those cannot run on this batch, the pass runs again with every kernel choosing as ever.
     """
     if workload.loss_fn is None:
         return None
     inputs, targets = pair(batch)
+    with first_configs() as cut:
+        try:
+            return _strict_fp32_loss(workload, inputs, targets)
+        except Exception:
+            if not cut:
+                raise  # the pass as it always ran: the trial's failure to classify
+    return _strict_fp32_loss(workload, inputs, targets)  # a first config that cannot run here (shared memory, ...)
+
+
+def _strict_fp32_loss(workload: workloads.Workload, inputs: Any, targets: Any) -> float:
+    assert workload.loss_fn is not None
     with knobs_mod.strict_fp32(), torch.no_grad():
         return float(workload.loss_fn(workload.model(inputs), targets))
 

@@ -1,0 +1,50 @@
+"""One config per ``triton.autotune`` kernel, for a pass whose speed nobody reads: the trial's fp32 reference loss.
+
+A Triton autotuner compiles and times every config the first time it launches on a shape key. In a trial the first
+launch of a workload's kernel is the reference pass (:func:`autotune.trial.numerics.reference_loss`: strict fp32, no
+knob), which only yields the loss the first step is checked against, yet chose the kernel's fp32 config for it. On
+an H100 the first GPT-2 trial of a sweep with the fused LM head (its kernel has 34 configs) took 16.6-23.9 s to
+set up, against 3.8-4.6 s where the space pinned that kernel to one config (``gpt2_kernels.yaml``), and that trial
+is the sweep's informed start, which the search waits for (BENCHMARKS.md, issue 19's thirteenth session).
+
+So inside :func:`first_configs` each loaded autotuner that would benchmark runs its first config and chooses
+nothing: its configs are given back after the block and its cache was never touched, so the trial's own steps, at
+the trial's precision, benchmark as ever (an fp32 trial's included: it then pays for the fp32 choice it uses).
+Left to choose: a kernel pinned to one config already (a space's listed kernel, :mod:`autotune.kernels.pinning`),
+and one with a pruning rule (``prune_configs_by``: a rule may drop configs that are wrong for a shape, not only
+slow ones). A kernel that is not a module global, or whose module is first imported inside the block, is not found
+(:func:`autotune.kernels.choices.loaded_autotuners`) and benchmarks as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from autotune.kernels.choices import loaded_autotuners
+
+__all__ = ["first_configs"]
+
+_PRUNING_RULES = ("early_config_prune", "perf_model")  # Triton's Autotuner attributes set by prune_configs_by
+
+
+@contextmanager
+def first_configs() -> Iterator[list[str]]:
+    """Inside the block, every loaded autotuner that would benchmark runs its first config; yields their import
+    paths (empty: no kernel was cut, the block runs as it would have)."""
+    cut: list[tuple[str, Any, list[Any]]] = []
+    for path, autotuner in loaded_autotuners():
+        configs = autotuner.configs
+        if len(configs) > 1 and not _prunes(autotuner):
+            cut.append((path, autotuner, configs))
+            autotuner.configs = configs[:1]  # Triton launches a lone config without benchmarking or caching it
+    try:
+        yield [path for path, _, _ in cut]
+    finally:
+        for _, autotuner, configs in cut:
+            autotuner.configs = configs
+
+
+def _prunes(autotuner: Any) -> bool:
+    return any(getattr(autotuner, rule, None) is not None for rule in _PRUNING_RULES)

@@ -1,0 +1,110 @@
+"""The fp32 reference pass runs each ``triton.autotune`` kernel's first config and chooses nothing; the steps choose.
+
+Real processes in Triton's CPU interpreter (``TRITON_INTERPRET=1`` before triton is imported), with the kernels of
+``user_kernels``: the ones whose benchmark makes the last config win whatever the CPU does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+PRELUDE = """
+import json, sys, torch, triton, user_kernels as uk
+from triton.runtime.errors import OutOfResources
+from autotune.kernels.choices import loaded_autotuners
+from autotune.kernels.pinning import pin
+from autotune.kernels.untuned import first_configs
+from autotune.trial.numerics import reference_loss
+
+CONFIGS = [triton.Config({"BLOCK_SIZE": size}, num_warps=1, num_stages=1) for size in (16, 32, 64)]
+
+
+def plain_loss(workload, batch):  # the reference's math with every kernel choosing as ever
+    with torch.no_grad():
+        return float(workload.loss_fn(workload.model(batch[0]), batch[1]))
+"""
+
+REFERENCE = """
+workload = uk.last_wins_mlp()
+batch = workload.make_batch(16, torch.device("cpu"))
+reference = reference_loss(workload, batch)
+kernel = uk.last_wins_add
+at_reference = {"block": uk.LAST_BLOCK[0], "configs": len(kernel.configs), "cache": len(kernel.cache)}
+stepped = plain_loss(workload, batch)
+json.dump({"at_reference": at_reference, "stepped_block": uk.LAST_BLOCK[0], "cache": len(uk.last_wins_add.cache),
+           "same_loss": reference == stepped}, sys.stdout)
+"""
+
+LEFT_TO_CHOOSE = """
+# A pruning rule may drop configs that are wrong for a shape: that kernel chooses, from what its rule keeps.
+ruled_add = triton.autotune(
+    configs=CONFIGS, key=["n"], do_bench=uk._last_wins_bench,
+    prune_configs_by={"early_config_prune": lambda configs, nargs, **kwargs: configs[:2]},
+)(uk._scaled_add)
+pin(uk.scaled_add, CONFIGS[2])  # a listed kernel, pinned by its trial: one config already
+x, y = torch.randn(40), torch.randn(40)
+with first_configs() as cut:
+    ruled = uk.launch(ruled_add, x, y)[1]
+    pinned = uk.launch(uk.scaled_add, x, y)[1]
+    free = uk.launch(uk.last_wins_add, x, y)[1]
+found = [path for path, _ in loaded_autotuners()]
+json.dump({"found": found, "cut": cut, "ruled": ruled, "pinned": pinned, "free": free,
+           "configs_after": len(uk.last_wins_add.configs)}, sys.stdout)
+"""
+
+FIRST_FAILS = """
+def too_big(nargs):  # what a config needing more shared memory than the GPU has meets at its launch
+    raise OutOfResources(232448, 227328, "shared memory")
+
+
+failing_first = triton.autotune(
+    configs=[triton.Config({"BLOCK_SIZE": 16}, num_warps=1, num_stages=1, pre_hook=too_big), *CONFIGS[1:]],
+    key=["n"], do_bench=uk._last_wins_bench,
+)(uk._scaled_add)
+uk.KERNEL[0] = failing_first
+workload = uk.kernel_mlp()
+batch = workload.make_batch(16, torch.device("cpu"))
+reference = reference_loss(workload, batch)
+json.dump({"block": uk.LAST_BLOCK[0], "configs": len(failing_first.configs),
+           "same_loss": reference == plain_loss(workload, batch)}, sys.stdout)
+"""
+
+
+def _run(script: str, tmp_path: Path) -> Any:
+    path = os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_the_reference_runs_the_first_config_and_the_step_still_benchmarks(tmp_path: Path) -> None:
+    done = _run(REFERENCE, tmp_path)
+    # The reference launched config 1 of 3 and left no choice behind; its kernel's configs are whole again.
+    assert done["at_reference"] == {"block": 16, "configs": 3, "cache": 0}
+    assert done["stepped_block"] == 64 and done["cache"] == 1  # the step benchmarked all three: the last won
+    assert done["same_loss"]  # 2x + y is exact in fp32 whatever the block size
+
+
+def test_a_kernel_with_a_pruning_rule_and_a_pinned_kernel_are_left_as_they_are(tmp_path: Path) -> None:
+    done = _run(LEFT_TO_CHOOSE, tmp_path)
+    assert {"__main__:ruled_add", "user_kernels:scaled_add", "user_kernels:last_wins_add"} <= set(done["found"])
+    assert "user_kernels:last_wins_add" in done["cut"]
+    assert "__main__:ruled_add" not in done["cut"] and "user_kernels:scaled_add" not in done["cut"]
+    assert done["ruled"] == 32  # benchmarked the two configs its rule kept; the later one won
+    assert done["pinned"] == 64 and done["free"] == 16
+    assert done["configs_after"] == 3
+
+
+def test_a_first_config_that_cannot_run_sends_the_reference_back_to_the_kernels_own_choice(tmp_path: Path) -> None:
+    done = _run(FIRST_FAILS, tmp_path)
+    assert done == {"block": 64, "configs": 3, "same_loss": True}
