@@ -12,6 +12,12 @@ In WAL mode a commit appends to the log; a crashed or killed process loses nothi
 and readers (``autotune leaderboard`` beside a running sweep) no longer block writers. Only a
 power cut can roll back the last transactions, and the study stays consistent. WAL needs the
 database's folder on a local disk, which SQLite studies already need (README: one host only).
+
+A queued trial (the default, a retried orphan) goes to the first worker that asks: Optuna reads it
+WAITING and sets it RUNNING, row-locked with ``SELECT ... FOR UPDATE`` on a server. SQLite has no row
+locks, so two workers asking at once both took it (four processes on a 40-trial queue: 5 to 9 trials
+asked twice; a ``--gpus`` sweep then died recording the default a second time). On SQLite that step
+holds the database file's lock (:func:`~autotune.storage.sqlitelock.queue_pop_lock`).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import logging
 import os
 import socket
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,12 +35,12 @@ from typing import Any
 import optuna
 import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from autotune.records import schema
 from autotune.storage import studies as studyio
 from autotune.storage.beats import beating
-from autotune.storage.sqlitelock import first_open_lock, sqlite_path
+from autotune.storage.sqlitelock import first_open_lock, queue_pop_lock, sqlite_path
 
 __all__ = [
     "GRACE_S",
@@ -76,9 +82,10 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     engine: dict[str, Any] = {}
     if url.startswith("sqlite"):
         engine = {"connect_args": {"timeout": 60}}  # several local workers queue on the file lock
+    storage_type = _SQLiteStorage if sqlite_path(url) is not None else RDBStorage
     with quiet_optuna(), first_open_lock(url):
         try:
-            storage = RDBStorage(
+            storage = storage_type(
                 url,
                 engine_kwargs=engine,
                 heartbeat_interval=HEARTBEAT_S,
@@ -90,6 +97,16 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         except Exception as exc:  # bad URL, missing driver, unreachable server
             raise studyio.storage_error(url, exc) from exc
     return storage
+
+
+class _SQLiteStorage(RDBStorage):
+    """Optuna's RDB storage on a SQLite file whose queued trials each go to one worker (see the module docstring)."""
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Sequence[float] | None = None) -> bool:
+        if state != TrialState.RUNNING:  # only taking a queued trial reads a state and writes on what it read
+            return super().set_trial_state_values(trial_id, state, values)
+        with queue_pop_lock(self.url):
+            return super().set_trial_state_values(trial_id, state, values)
 
 
 class RetryStaleTrial(RetryHeartbeatStaleTrialCallback):

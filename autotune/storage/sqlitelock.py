@@ -1,10 +1,12 @@
-"""One process at a time opens a SQLite database for the first time.
+"""What SQLite does not order between processes: first opens of a database, and taking a queued trial.
 
 Optuna and MLflow both build (or migrate) their schema when they first open a database. Workers
 started together on one host, one per GPU on the default ``sqlite:///autotune.db`` and
 ``mlflow.db``, would race through that: seen here, two sweeps started at once both died in
-MLflow's Alembic migration ("table _alembic_tmp_tags already exists"). Later reads and writes need
-no help: SQLite's own locking and the busy timeout queue them.
+MLflow's Alembic migration ("table _alembic_tmp_tags already exists"). And Optuna takes a queued
+trial by reading it WAITING and writing it RUNNING, which a server's row lock makes one step and
+SQLite does not (:mod:`autotune.storage.rdb`). Other reads and writes need no help: SQLite's own
+locking and the busy timeout queue them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import BinaryIO
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-__all__ = ["first_open_lock", "sqlite_path"]
+__all__ = ["first_open_lock", "queue_pop_lock", "sqlite_path"]
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -62,6 +64,12 @@ def first_open_lock(url: str) -> Iterator[None]:
         if locked:
             assert handle is not None
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def queue_pop_lock(url: str) -> contextlib.AbstractContextManager[None]:
+    """The same lock, held while this process takes a queued trial of the study in ``url``: the read of its
+    state and the write of RUNNING are then one step among the processes of this host."""
+    return first_open_lock(url)
 
 
 def _handle(url: str) -> BinaryIO | None:

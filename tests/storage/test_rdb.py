@@ -1,0 +1,50 @@
+"""The study's storage: a queued trial goes to one worker, however many ask at the same moment.
+
+Real processes on one SQLite file, as ``--gpus`` workers on one host share the default ``autotune.db``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import optuna
+
+from autotune.storage.rdb import open_storage
+
+QUEUED = 40
+WORKERS = 4
+ASKS = 15  # each: more than its share of the queue, so every worker pops while the others do
+
+ASK = """
+import json, sys, time, optuna
+from autotune.storage.rdb import open_storage, quiet_optuna
+url, start_at, asks = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+study = optuna.load_study(study_name="queue", storage=open_storage(url))
+while time.time() < start_at:  # every worker asks from the same moment on
+    pass
+with quiet_optuna():
+    numbers = [study.ask().number for _ in range(asks)]
+print(json.dumps(numbers))
+"""
+
+
+def test_each_queued_trial_is_asked_by_one_worker(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/study.db"
+    study = optuna.create_study(study_name="queue", storage=open_storage(url))
+    for value in range(QUEUED):
+        study.enqueue_trial({"x": value})
+    start_at = time.time() + 8  # past every worker's imports and storage open
+    workers = [
+        subprocess.Popen([sys.executable, "-c", ASK, url, str(start_at), str(ASKS)], stdout=subprocess.PIPE, text=True)
+        for _ in range(WORKERS)
+    ]
+    asked = Counter(number for worker in workers for number in json.loads(worker.communicate(timeout=300)[0]))
+    twice = sorted(number for number, count in asked.items() if count > 1)
+    assert not twice, f"trials asked by more than one worker: {twice}"
+    assert all(number in asked for number in range(QUEUED))  # the whole queue was served
+    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 0
