@@ -15,7 +15,9 @@ from autotune.trial.kernel_categories import CATEGORIES
 from autotune.trial.profiler import capture
 from autotune.workloads import build
 
-WAIT_S = 0.03  # a slow loader: far longer than the tiny model's step
+# A slow loader: far longer than the tiny model's step (about 15 ms here; 62 ms once on a loaded 2-core machine,
+# where a 30 ms wait was then a third of the step).
+WAIT_S = 0.2
 
 
 def training_step(device: torch.device, wait_s: float = 0.0) -> Callable[[int], None]:
