@@ -6,8 +6,9 @@ key, in every process, compiling each: the fused head has 34. The shipped compil
 choices (they are the kernel's own, in Python): on an H100 the exported GPT-2 winner (fused head) took 23.2 s to
 compile its first steps with its artifacts, and 7.3 to 10.1 s with its head's choice pinned (BENCHMARKS.md).
 
-The walk over the loaded modules takes about 50 ms with torch, Triton, transformers and lightning loaded,
-once per trial.
+The walk over the loaded modules takes about 50 ms with torch, Triton, transformers and lightning loaded
+(75 ms on the 2-core development machine with torch and Triton), twice per trial: here, and before the
+trial's reference pass (:mod:`autotune.kernels.untuned`).
 
 So a trial records, after it measured, each such autotuner's choices (:func:`autotuned_choices`): found among
 the loaded modules' globals, any ``Autotuner`` whose cache holds a choice, keyed by its import path

@@ -1,0 +1,126 @@
+"""Where a trial's set-up goes: one trial run in this process as a forked trial runs, its phases timed.
+
+    python3 scripts/trial_setup.py WORKLOAD PARAMS_JSON [--preset full] [--device cuda] [--cache DIR] [--top N]
+    python3 scripts/trial_setup.py --imports MODULE [MODULE ...]
+
+The trial server's imports (``autotune.runner.PRELOAD``) come first and are not counted: a forked trial has them.
+The trial then runs with a pruning bar no configuration reaches, so one with one-off work (a compile, cuDNN's search)
+stops after its eager probe, before it compiles, and one without stops after its warm-up. Printed: the trial's
+``setup_s``, the cumulative seconds of each step of its set-up and of the eager probe (read from a profile of the
+run, so nothing is patched), and the ``--top`` functions by cumulative time. Run it twice with one ``--cache`` folder
+to see what a repeat of a configuration costs (the study's compile caches are that folder's).
+
+``--imports`` times importing each MODULE after the trial server's imports, in order, and says after each whether
+CUDA was initialized and which threads run: a module the server could import too must leave both as they were
+(a forked trial cannot use CUDA initialized in its parent).
+
+An H100 example (the informed start of ``gpt2.yaml``, then its repeat)::
+
+    d=$(mktemp -d); p='{"batch_size": 64, "precision": "bf16", "compile_mode": "default",
+        "fused_optimizer": true, "head": "fused"}'
+    for i in 1 2; do PYTHONPATH=$PWD python3 scripts/trial_setup.py gpt2 "$p" --cache $d; done
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib
+import io
+import json
+import pstats
+import threading
+import time
+
+from autotune.runner import PRELOAD
+
+# (file suffix, function) of each set-up step, in the order a trial takes them (autotune/trial/job.py, training.py).
+STEPS = [
+    ("trial/job.py", "use_study_cache"),
+    ("trial/artifacts.py", "load_before_compile"),
+    ("kernels/pinning.py", "pin_all"),
+    ("workloads/__init__.py", "build"),
+    ("trial/numerics.py", "reference_loss"),
+    ("trial/training.py", "_apply_knobs"),
+    ("trial/training.py", "_eager_probe"),
+]
+
+
+def _preload() -> float:
+    started = time.perf_counter()
+    for module in PRELOAD:
+        importlib.import_module(module)
+    return time.perf_counter() - started
+
+
+def time_imports(modules: list[str]) -> None:
+    import torch
+
+    print(f"trial server's imports: {_preload():.2f} s, CUDA initialized: {torch.cuda.is_initialized()}")
+    for module in modules:
+        started = time.perf_counter()
+        importlib.import_module(module)
+        threads = sorted(thread.name for thread in threading.enumerate())
+        print(
+            f"import {module}: {time.perf_counter() - started:.2f} s, CUDA initialized: {torch.cuda.is_initialized()},"
+            f" threads: {threads}"
+        )
+
+
+def _step_seconds(stats: pstats.Stats) -> list[tuple[str, float]]:
+    found = []
+    table = stats.stats  # type: ignore[attr-defined]  # {(file, line, function): (calls, ..., cumulative, callers)}
+    for suffix, function in STEPS:
+        seconds = sum(row[3] for (path, _, name), row in table.items() if name == function and path.endswith(suffix))
+        found.append((f"{suffix}:{function}", seconds))
+    return found
+
+
+def profile_trial(workload: str, params: dict[str, object], preset: str, device: str, cache: str, top: int) -> None:
+    print(f"trial server's imports: {_preload():.2f} s (not counted below)")
+    from autotune.jobspec import Pruning, TrialSpec
+    from autotune.trial.job import run_trial
+
+    unreachable = Pruning(below=float("inf"), compile_gain=1.0, basis="scripts/trial_setup.py")
+    spec = TrialSpec(workload, params, preset, device, compile_cache_dir=cache, pruning=unreachable)
+    profile = cProfile.Profile()
+    started = time.time()
+    profile.enable()
+    result = run_trial(spec, started)
+    profile.disable()
+    setup = result.metrics.get("setup_s")  # a pruned trial's metrics leave it out: the steps below still add up
+    print(f"{result.status.value} in {time.time() - started:.2f} s" + (f"; setup_s {setup:.2f}" if setup else ""))
+    if result.reason:
+        print(f"  reason: {result.reason}")
+    stats = pstats.Stats(profile)
+    for step, seconds in _step_seconds(stats):
+        print(f"  {step:40s} {seconds:7.2f} s")
+    if top:
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(top)
+        print("\n".join(line for line in text.getvalue().splitlines() if line.strip()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload", nargs="?")
+    parser.add_argument("params", nargs="?", help="the trial's params, a JSON object")
+    parser.add_argument("--preset", default="full")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--cache", help="the study's compile-cache folder (default: a new one)")
+    parser.add_argument("--top", type=int, default=25, help="functions to print by cumulative time (0: none)")
+    parser.add_argument("--imports", nargs="+", metavar="MODULE", help="time these imports instead of a trial")
+    args = parser.parse_args()
+    if args.imports:
+        time_imports(args.imports)
+        return
+    if not args.workload or not args.params:
+        parser.error("WORKLOAD and PARAMS_JSON are needed (or --imports)")
+    import tempfile
+
+    cache = args.cache or tempfile.mkdtemp(prefix="trial-setup-")
+    profile_trial(args.workload, json.loads(args.params), args.preset, args.device, cache, args.top)
+
+
+if __name__ == "__main__":
+    main()
