@@ -59,10 +59,22 @@ def loaded_autotuners() -> list[tuple[str, Any]]:
             for name, value in _globals(module):
                 if not issubclass(type(value), autotuner_type):  # type(): a proxy may raise on __class__
                     continue
-                home = getattr(getattr(value, "fn", None), "__module__", None) == module_name
+                home = _home_module(value) == module_name
                 if id(value) not in found or home:
                     found[id(value)] = (f"{module_name}:{name}", value)
     return sorted(found.values(), key=lambda item: item[0])
+
+
+def _home_module(autotuner: Any) -> str | None:
+    """The module that defines the kernel's function: under Triton's wrappers (``triton.heuristics``, the CPU
+    interpreter's function), whose own ``__module__`` is Triton's."""
+    wrapped = getattr(autotuner, "fn", None)
+    for _ in range(4):
+        module = getattr(wrapped, "__module__", None)
+        if isinstance(module, str) and module != "triton" and not module.startswith("triton."):
+            return module
+        wrapped = getattr(wrapped, "fn", None)
+    return None
 
 
 def _globals(module: object) -> list[tuple[str, Any]]:

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 
 PRELUDE = """
@@ -29,6 +31,9 @@ CONFIGS = [triton.Config({"BLOCK_SIZE": size}, num_warps=1, num_stages=1) for si
 def plain_loss(workload, batch):  # the reference's math with every kernel choosing as ever
     with torch.no_grad():
         return float(workload.loss_fn(workload.model(batch[0]), batch[1]))
+
+
+found = {}
 """
 
 REFERENCE = """
@@ -38,8 +43,8 @@ reference = reference_loss(workload, batch)
 kernel = uk.last_wins_add
 at_reference = {"block": uk.LAST_BLOCK[0], "configs": len(kernel.configs), "cache": len(kernel.cache)}
 stepped = plain_loss(workload, batch)
-json.dump({"at_reference": at_reference, "stepped_block": uk.LAST_BLOCK[0], "cache": len(uk.last_wins_add.cache),
-           "same_loss": reference == stepped}, sys.stdout)
+found["reference"] = {"at_reference": at_reference, "stepped_block": uk.LAST_BLOCK[0],
+                      "cache": len(uk.last_wins_add.cache), "same_loss": reference == stepped}
 """
 
 LEFT_TO_CHOOSE = """
@@ -54,9 +59,9 @@ with first_configs() as cut:
     ruled = uk.launch(ruled_add, x, y)[1]
     pinned = uk.launch(uk.scaled_add, x, y)[1]
     free = uk.launch(uk.last_wins_add, x, y)[1]
-found = [path for path, _ in loaded_autotuners()]
-json.dump({"found": found, "cut": cut, "ruled": ruled, "pinned": pinned, "free": free,
-           "configs_after": len(uk.last_wins_add.configs)}, sys.stdout)
+paths = [path for path, _ in loaded_autotuners()]
+found["left_to_choose"] = {"found": paths, "cut": cut, "ruled": ruled, "pinned": pinned, "free": free,
+                           "configs_after": len(uk.last_wins_add.configs)}
 """
 
 FIRST_FAILS = """
@@ -72,32 +77,39 @@ uk.KERNEL[0] = failing_first
 workload = uk.kernel_mlp()
 batch = workload.make_batch(16, torch.device("cpu"))
 reference = reference_loss(workload, batch)
-json.dump({"block": uk.LAST_BLOCK[0], "configs": len(failing_first.configs),
-           "same_loss": reference == plain_loss(workload, batch)}, sys.stdout)
+found["first_fails"] = {"block": uk.LAST_BLOCK[0], "configs": len(failing_first.configs),
+                        "same_loss": reference == plain_loss(workload, batch)}
 """
 
 
-def _run(script: str, tmp_path: Path) -> Any:
+@pytest.fixture(scope="module")
+def found(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The three scenarios below, in order, in one process (the last one's kernels load after the others ran)."""
     path = os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
+    script = PRELUDE + REFERENCE + LEFT_TO_CHOOSE + FIRST_FAILS + "json.dump(found, sys.stdout)\n"
     done = subprocess.run(
-        [sys.executable, "-c", PRELUDE + script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+        [sys.executable, "-c", script], cwd=tmp_path_factory.mktemp("untuned"), env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
 
-def test_the_reference_runs_the_first_config_and_the_step_still_benchmarks(tmp_path: Path) -> None:
-    done = _run(REFERENCE, tmp_path)
+def test_the_reference_runs_the_first_config_and_the_step_still_benchmarks(found: Any) -> None:
+    done = found["reference"]
     # The reference launched config 1 of 3 and left no choice behind; its kernel's configs are whole again.
     assert done["at_reference"] == {"block": 16, "configs": 3, "cache": 0}
     assert done["stepped_block"] == 64 and done["cache"] == 1  # the step benchmarked all three: the last won
     assert done["same_loss"]  # 2x + y is exact in fp32 whatever the block size
 
 
-def test_a_kernel_with_a_pruning_rule_and_a_pinned_kernel_are_left_as_they_are(tmp_path: Path) -> None:
-    done = _run(LEFT_TO_CHOOSE, tmp_path)
+def test_a_kernel_with_a_pruning_rule_and_a_pinned_kernel_are_left_as_they_are(found: Any) -> None:
+    done = found["left_to_choose"]
     assert {"__main__:ruled_add", "user_kernels:scaled_add", "user_kernels:last_wins_add"} <= set(done["found"])
+    # Named by the module that defines it, not by an alias (the reference scenario's `kernel`), though the
+    # interpreter's function wrapping it says Triton's module (autotune.kernels.choices._home_module).
+    assert "__main__:kernel" not in done["found"]
     assert "user_kernels:last_wins_add" in done["cut"]
     assert "__main__:ruled_add" not in done["cut"] and "user_kernels:scaled_add" not in done["cut"]
     assert done["ruled"] == 32  # benchmarked the two configs its rule kept; the later one won
@@ -105,6 +117,6 @@ def test_a_kernel_with_a_pruning_rule_and_a_pinned_kernel_are_left_as_they_are(t
     assert done["configs_after"] == 3
 
 
-def test_a_first_config_that_cannot_run_sends_the_reference_back_to_the_kernels_own_choice(tmp_path: Path) -> None:
-    done = _run(FIRST_FAILS, tmp_path)
+def test_a_first_config_that_cannot_run_sends_the_reference_back_to_the_kernels_own_choice(found: Any) -> None:
+    done = found["first_fails"]
     assert done == {"block": 64, "configs": 3, "same_loss": True}
