@@ -54,9 +54,10 @@ def _preload() -> float:
 
 
 def time_imports(modules: list[str]) -> None:
-    import torch
+    preload_s = _preload()
+    import torch  # imported by the preload already
 
-    print(f"trial server's imports: {_preload():.2f} s, CUDA initialized: {torch.cuda.is_initialized()}")
+    print(f"trial server's imports: {preload_s:.2f} s, CUDA initialized: {torch.cuda.is_initialized()}")
     for module in modules:
         started = time.perf_counter()
         importlib.import_module(module)
@@ -89,7 +90,8 @@ def profile_trial(workload: str, params: dict[str, object], preset: str, device:
     result = run_trial(spec, started)
     profile.disable()
     setup = result.metrics.get("setup_s")  # a pruned trial's metrics leave it out: the steps below still add up
-    print(f"{result.status.value} in {time.time() - started:.2f} s" + (f"; setup_s {setup:.2f}" if setup else ""))
+    recorded = f"; setup_s {setup:.2f}" if setup is not None else ""
+    print(f"{result.status.value} in {time.time() - started:.2f} s{recorded}")
     if result.reason:
         print(f"  reason: {result.reason}")
     stats = pstats.Stats(profile)

@@ -9,10 +9,12 @@ is the sweep's informed start, which the search waits for (BENCHMARKS.md, issue 
 
 So inside :func:`first_configs` each loaded autotuner that would benchmark runs its first config and chooses
 nothing: its configs are given back after the block and its cache was never touched, so the trial's own steps, at
-the trial's precision, benchmark as ever (an fp32 trial's included: it then pays for the fp32 choice it uses).
+the trial's precision, benchmark as ever (an fp32 trial's included: it then pays for the fp32 choice it uses). A
+first config that cannot run there (:func:`cannot_run_here`) sends the pass back to the kernels' own choices.
 Left to choose: a kernel pinned to one config already (a space's listed kernel, :mod:`autotune.kernels.pinning`),
 and one with a pruning rule (``prune_configs_by``: a rule may drop configs that are wrong for a shape, not only
-slow ones). A kernel that is not a module global, or whose module is first imported inside the block, is not found
+slow ones). A kernel that is not a module global (one made in a function, or an autotuner wrapped again by
+``triton.heuristics``), or whose module is first imported inside the block, is not found
 (:func:`autotune.kernels.choices.loaded_autotuners`) and benchmarks as before.
 """
 
@@ -24,7 +26,7 @@ from typing import Any
 
 from autotune.kernels.choices import loaded_autotuners
 
-__all__ = ["first_configs"]
+__all__ = ["cannot_run_here", "first_configs"]
 
 _PRUNING_RULES = ("early_config_prune", "perf_model")  # Triton's Autotuner attributes set by prune_configs_by
 
@@ -34,16 +36,28 @@ def first_configs() -> Iterator[list[str]]:
     """Inside the block, every loaded autotuner that would benchmark runs its first config; yields their import
     paths (empty: no kernel was cut, the block runs as it would have)."""
     cut: list[tuple[str, Any, list[Any]]] = []
-    for path, autotuner in loaded_autotuners():
-        configs = autotuner.configs
-        if len(configs) > 1 and not _prunes(autotuner):
-            cut.append((path, autotuner, configs))
-            autotuner.configs = configs[:1]  # Triton launches a lone config without benchmarking or caching it
     try:
+        for path, autotuner in loaded_autotuners():
+            configs = autotuner.configs
+            if len(configs) > 1 and not _prunes(autotuner):
+                cut.append((path, autotuner, configs))
+                autotuner.configs = configs[:1]  # Triton launches a lone config without benchmarking or caching it
         yield [path for path, _, _ in cut]
     finally:
         for _, autotuner, configs in cut:
             autotuner.configs = configs
+
+
+def cannot_run_here(error: BaseException) -> bool:
+    """Whether ``error`` is one Triton's autotuner skips a config for (too much shared memory, a compile-time
+    assertion, ptxas refusing it): the config cannot run on this device or shape; another may."""
+    # Imported here: a module of a workload without Triton kernels never needs them.
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime import errors
+
+    ptxas = getattr(errors, "PTXASError", None)  # Triton 3.2 and later
+    skipped = (errors.OutOfResources, CompileTimeAssertionFailure, *([ptxas] if ptxas is not None else []))
+    return isinstance(error, skipped)
 
 
 def _prunes(autotuner: Any) -> bool:

@@ -103,7 +103,9 @@ class _SQLiteStorage(RDBStorage):
     """Optuna's RDB storage on a SQLite file whose queued trials each go to one worker (see the module docstring)."""
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Sequence[float] | None = None) -> bool:
-        if state != TrialState.RUNNING:  # only taking a queued trial reads a state and writes on what it read
+        if state != TrialState.RUNNING:
+            # Not locked: a trial's end racing another worker's failing it as stale ends with one of the two written,
+            # as before; only two workers taking one queued trial would each measure it.
             return super().set_trial_state_values(trial_id, state, values)
         with queue_pop_lock(self.url):
             return super().set_trial_state_values(trial_id, state, values)

@@ -48,7 +48,9 @@ def first_open_lock(url: str) -> Iterator[None]:
 
     The file is created empty if missing (SQLite takes an empty file for a new database). On a
     local disk flock and SQLite's own POSIX record locks do not interact, so this only orders
-    first opens. Anything but a local SQLite file, a file that cannot be opened for writing, or
+    what holds it (first opens, :func:`queue_pop_lock`). Between processes only: one process holds
+    one handle per file, and a nested hold would be released by the inner one, so callers never
+    nest it. Anything but a local SQLite file, a file that cannot be opened for writing, or
     a file system without flock runs unlocked: the store's own error, if any, is then the one
     the user sees.
     """

@@ -11,8 +11,9 @@ So does the sweep, once, before it queues the informed start: one short eager ru
 configuration (compile off, one warm-up and one timed step) in a trial process, its listed kernels unpinned, so
 each one the model calls benchmarks its own configs at the model's shapes; the run records what each chose
 (:func:`autotune.kernels.choices.autotuned_choices`), and the informed start pins that. Where a kernel chose
-differently for several shape keys (an fp32 reference pass, then the training steps), the config chosen for
-the most keys is taken, the latest on a tie. A kernel the configuration does not call, a run that fails, or a
+differently for several shape keys (the training steps' shapes; the trial's fp32 reference pass runs each
+kernel's first config and chooses nothing, :mod:`autotune.kernels.untuned`), the config chosen for the most
+keys is taken, the latest on a tie. A kernel the configuration does not call, a run that fails, or a
 choice the space does not offer leaves the params as the expert had them, and the note says so. Its time is
 the run's (GPT-2's fused head benchmarked its 34 configs in 10-13 s per dtype in an H100's trials); the
 informed start then pins the choices and benchmarks nothing, and its trial time counts the run

@@ -14,7 +14,7 @@ import torch
 from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
-from autotune.kernels.untuned import first_configs
+from autotune.kernels.untuned import cannot_run_here, first_configs
 
 __all__ = ["LOSS_TOLERANCE", "check_first_loss", "check_losses", "pair", "reference_loss"]
 
@@ -35,7 +35,8 @@ def reference_loss(workload: workloads.Workload, batch: Any) -> float | None:
     None for a workload without ``loss_fn`` (its own ``train_step`` only): there is no loss to
     recompute, so its first step is only checked to be finite. The workload's ``triton.autotune``
     kernels run their first configs here, choosing nothing (:mod:`autotune.kernels.untuned`); where
-    one of those cannot run on this batch, the pass runs again with every kernel choosing as ever.
+    one of those cannot run on this batch (what Triton's autotuner skips a config for), the pass runs
+    again with every kernel choosing as ever. Any other failure is the trial's, raised at once.
     """
     if workload.loss_fn is None:
         return None
@@ -43,10 +44,10 @@ def reference_loss(workload: workloads.Workload, batch: Any) -> float | None:
     with first_configs() as cut:
         try:
             return _strict_fp32_loss(workload, inputs, targets)
-        except Exception:
-            if not cut:
-                raise  # the pass as it always ran: the trial's failure to classify
-    return _strict_fp32_loss(workload, inputs, targets)  # a first config that cannot run here (shared memory, ...)
+        except Exception as exc:
+            if not cut or not cannot_run_here(exc):
+                raise
+    return _strict_fp32_loss(workload, inputs, targets)
 
 
 def _strict_fp32_loss(workload: workloads.Workload, inputs: Any, targets: Any) -> float:

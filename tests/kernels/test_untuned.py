@@ -65,7 +65,11 @@ found["left_to_choose"] = {"found": paths, "cut": cut, "ruled": ruled, "pinned":
 """
 
 FIRST_FAILS = """
+refused = [0]
+
+
 def too_big(nargs):  # what a config needing more shared memory than the GPU has meets at its launch
+    refused[0] += 1
     raise OutOfResources(232448, 227328, "shared memory")
 
 
@@ -78,16 +82,35 @@ workload = uk.kernel_mlp()
 batch = workload.make_batch(16, torch.device("cpu"))
 reference = reference_loss(workload, batch)
 found["first_fails"] = {"block": uk.LAST_BLOCK[0], "configs": len(failing_first.configs),
-                        "same_loss": reference == plain_loss(workload, batch)}
+                        "same_loss": reference == plain_loss(workload, batch), "refused": refused[0]}
+"""
+
+GENUINE = """
+import dataclasses
+passes = [0]
+
+
+def broken_loss(outputs, targets):  # fails after the kernel ran: the trial's failure, not a config's
+    passes[0] += 1
+    raise RuntimeError("the loss failed")
+
+
+workload = dataclasses.replace(uk.last_wins_mlp(), loss_fn=broken_loss)
+try:
+    reference_loss(workload, workload.make_batch(16, torch.device("cpu")))
+    raised = None
+except RuntimeError as exc:
+    raised = str(exc)
+found["genuine"] = {"raised": raised, "passes": passes[0], "configs": len(uk.last_wins_add.configs)}
 """
 
 
 @pytest.fixture(scope="module")
 def found(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The three scenarios below, in order, in one process (the last one's kernels load after the others ran)."""
+    """The scenarios below, in order, in one process (each one's kernels load after the others ran)."""
     path = os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
-    script = PRELUDE + REFERENCE + LEFT_TO_CHOOSE + FIRST_FAILS + "json.dump(found, sys.stdout)\n"
+    script = PRELUDE + REFERENCE + LEFT_TO_CHOOSE + FIRST_FAILS + GENUINE + "json.dump(found, sys.stdout)\n"
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=tmp_path_factory.mktemp("untuned"), env=env, capture_output=True,
         text=True, timeout=300,
@@ -119,4 +142,9 @@ def test_a_kernel_with_a_pruning_rule_and_a_pinned_kernel_are_left_as_they_are(f
 
 def test_a_first_config_that_cannot_run_sends_the_reference_back_to_the_kernels_own_choice(found: Any) -> None:
     done = found["first_fails"]
-    assert done == {"block": 64, "configs": 3, "same_loss": True}
+    # Refused twice: as the reference's lone config, then in the benchmark of the pass run again (once, uncut).
+    assert done == {"block": 64, "configs": 3, "same_loss": True, "refused": 2}
+
+
+def test_any_other_failure_of_the_reference_is_raised_at_once(found: Any) -> None:
+    assert found["genuine"] == {"raised": "the loss failed", "passes": 1, "configs": 3}

@@ -25,7 +25,8 @@ import json, sys, time, optuna
 from autotune.storage.rdb import open_storage, quiet_optuna
 url, start_at, asks = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 study = optuna.load_study(study_name="queue", storage=open_storage(url))
-while time.time() < start_at:  # every worker asks from the same moment on
+time.sleep(max(0.0, start_at - time.time() - 0.05))  # then spin: every worker asks from the same moment on
+while time.time() < start_at:
     pass
 with quiet_optuna():
     numbers = [study.ask().number for _ in range(asks)]
@@ -43,7 +44,11 @@ def test_each_queued_trial_is_asked_by_one_worker(tmp_path: Path) -> None:
         subprocess.Popen([sys.executable, "-c", ASK, url, str(start_at), str(ASKS)], stdout=subprocess.PIPE, text=True)
         for _ in range(WORKERS)
     ]
-    asked = Counter(number for worker in workers for number in json.loads(worker.communicate(timeout=300)[0]))
+    try:
+        asked = Counter(number for worker in workers for number in json.loads(worker.communicate(timeout=300)[0]))
+    finally:
+        for worker in workers:
+            worker.kill()  # a no-op for the ones that ended
     twice = sorted(number for number, count in asked.items() if count > 1)
     assert not twice, f"trials asked by more than one worker: {twice}"
     assert all(number in asked for number in range(QUEUED))  # the whole queue was served
