@@ -17,7 +17,7 @@ A queued trial (the default, a retried orphan) goes to the first worker that ask
 WAITING and sets it RUNNING, row-locked with ``SELECT ... FOR UPDATE`` on a server. SQLite has no row
 locks, so two workers asking at once both took it (four processes on a 40-trial queue: 5 to 9 trials
 asked twice; a ``--gpus`` sweep then died recording the default a second time). On SQLite that step
-holds the database file's lock (:func:`~autotune.storage.sqlitelock.queue_pop_lock`).
+holds the database file's lock (:func:`~autotune.storage.sqlitelock.database_lock`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.records import schema
 from autotune.storage import studies as studyio
 from autotune.storage.beats import beating
-from autotune.storage.sqlitelock import first_open_lock, queue_pop_lock, sqlite_path
+from autotune.storage.sqlitelock import database_lock, sqlite_path
 
 __all__ = [
     "GRACE_S",
@@ -83,7 +83,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     if url.startswith("sqlite"):
         engine = {"connect_args": {"timeout": 60}}  # several local workers queue on the file lock
     storage_type = _SQLiteStorage if sqlite_path(url) is not None else RDBStorage
-    with quiet_optuna(), first_open_lock(url):
+    with quiet_optuna(), database_lock(url):  # the first open makes (or migrates) a SQLite database
         try:
             storage = storage_type(
                 url,
@@ -107,7 +107,7 @@ class _SQLiteStorage(RDBStorage):
             # Not locked: a trial's end racing another worker's failing it as stale ends with one of the two written,
             # as before; only two workers taking one queued trial would each measure it.
             return super().set_trial_state_values(trial_id, state, values)
-        with queue_pop_lock(self.url):
+        with database_lock(self.url):  # the read of WAITING and the write of RUNNING: one step among processes
             return super().set_trial_state_values(trial_id, state, values)
 
 

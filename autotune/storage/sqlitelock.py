@@ -20,7 +20,7 @@ from typing import BinaryIO
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-__all__ = ["first_open_lock", "queue_pop_lock", "sqlite_path"]
+__all__ = ["database_lock", "sqlite_path"]
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -43,12 +43,12 @@ _HANDLES: dict[Path, BinaryIO] = {}
 
 
 @contextlib.contextmanager
-def first_open_lock(url: str) -> Iterator[None]:
+def database_lock(url: str) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the database file of a SQLite ``url`` while the body runs.
 
     The file is created empty if missing (SQLite takes an empty file for a new database). On a
     local disk flock and SQLite's own POSIX record locks do not interact, so this only orders
-    what holds it (first opens, :func:`queue_pop_lock`). Between processes only: one process holds
+    what holds it (first opens; taking a queued trial). Between processes only: one process holds
     one handle per file, and a nested hold would be released by the inner one, so callers never
     nest it. Anything but a local SQLite file, a file that cannot be opened for writing, or
     a file system without flock runs unlocked: the store's own error, if any, is then the one
@@ -66,12 +66,6 @@ def first_open_lock(url: str) -> Iterator[None]:
         if locked:
             assert handle is not None
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def queue_pop_lock(url: str) -> contextlib.AbstractContextManager[None]:
-    """The same lock, held while this process takes a queued trial of the study in ``url``: the read of its
-    state and the write of RUNNING are then one step among the processes of this host."""
-    return first_open_lock(url)
 
 
 def _handle(url: str) -> BinaryIO | None:

@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient, get_tracking_uri
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.storage.faults import find_fault
-from autotune.storage.sqlitelock import first_open_lock
+from autotune.storage.sqlitelock import database_lock
 
 __all__ = ["HTTP_ENV_DEFAULTS", "GuardedStore", "resolve_tracking_uri"]
 
@@ -119,7 +119,7 @@ class GuardedStore:
     def client(self) -> MlflowClient:
         """The client, made on first use (call it inside :meth:`guarded`: making it can fail)."""
         if self._client_obj is None:
-            with first_open_lock(self.tracking_uri):  # makes (or migrates) a sqlite database
+            with database_lock(self.tracking_uri):  # makes (or migrates) a sqlite database
                 self._client_obj = MlflowClient(tracking_uri=self.tracking_uri)
         return self._client_obj
 

@@ -38,22 +38,22 @@ def reference_loss(workload: workloads.Workload, batch: Any) -> float | None:
     one of those cannot run on this batch (what Triton's autotuner skips a config for), the pass runs
     again with every kernel choosing as ever. Any other failure is the trial's, raised at once.
     """
-    if workload.loss_fn is None:
+    loss_fn = workload.loss_fn
+    if loss_fn is None:
         return None
     inputs, targets = pair(batch)
+
+    def strict_fp32_loss() -> float:
+        with knobs_mod.strict_fp32(), torch.no_grad():
+            return float(loss_fn(workload.model(inputs), targets))
+
     with first_configs() as cut:
         try:
-            return _strict_fp32_loss(workload, inputs, targets)
+            return strict_fp32_loss()
         except Exception as exc:
             if not cut or not cannot_run_here(exc):
                 raise
-    return _strict_fp32_loss(workload, inputs, targets)
-
-
-def _strict_fp32_loss(workload: workloads.Workload, inputs: Any, targets: Any) -> float:
-    assert workload.loss_fn is not None
-    with knobs_mod.strict_fp32(), torch.no_grad():
-        return float(workload.loss_fn(workload.model(inputs), targets))
+    return strict_fp32_loss()
 
 
 def check_first_loss(first: float, reference: float | None, precision: str) -> float | None:

@@ -8,14 +8,13 @@ Where the kernel launches, everything runs as real processes in Triton's CPU int
 from __future__ import annotations
 
 import io
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import optuna
 import pytest
 import yaml
+from checks import run_interpreted
 
 from autotune.records import StudyRecords, schema
 from autotune.space import SpaceError, load_space
@@ -26,8 +25,6 @@ from autotune.views.export import export
 from autotune.views.progress import Progress
 from autotune.views.status import sweep_status
 
-HERE = Path(__file__).resolve().parent
-TESTS = HERE.parent
 CONFIGS = {16: "BLOCK_SIZE=16 num_warps=1 num_stages=1", 32: "BLOCK_SIZE=32 num_warps=2 num_stages=1",
            64: "BLOCK_SIZE=64 num_warps=4 num_stages=2"}  # fmt: skip
 
@@ -54,17 +51,9 @@ json.dump({"launched": uk.LAST_BLOCK[0], "configs": len(uk.scaled_add.configs),
 """
 
 
-def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join([str(HERE), str(TESTS), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
-    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done
-
-
 def test_a_sweep_picks_among_a_kernels_configs_and_production_launches_only_the_winner(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(SPACE.format(workload="user_kernels:kernel_mlp", trials=3))
-    swept = _run(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
+    swept = run_interpreted(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
     assert all(label in swept.stdout for label in CONFIGS.values())  # each config was a trial
     storage = f"sqlite:///{tmp_path}/autotune.db"  # `autotune export --study space -o tuned.yaml`, in this process
     study = optuna.load_study(study_name="space", storage=storage)
@@ -80,7 +69,7 @@ def test_a_sweep_picks_among_a_kernels_configs_and_production_launches_only_the_
     assert rank_one.endswith(f"scaled_add={CONFIGS[block]}")  # the leaderboard's winner is what was exported
     assert pinned["shape_keys"] == [[16 * 32, "torch.float32", "torch.float32", "torch.float32", "torch.int32"]]
 
-    applied = _run(["-c", APPLY], tmp_path)
+    applied = run_interpreted(["-c", APPLY], tmp_path)
     assert applied.stdout.strip() == f'{{"launched": {block}, "configs": 1, "warnings": []}}'
 
 
@@ -124,7 +113,7 @@ def test_a_kernel_the_space_does_not_list_is_pinned_in_production_to_what_it_cho
     """Not listed, the kernel's own autotuner chooses in the trial; the export records the choice per shape key
     and apply() pins it, so a production start benchmarks none of the kernel's configs."""
     (tmp_path / "space.yaml").write_text(SPACE_UNLISTED)
-    _run(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
+    run_interpreted(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
     storage = f"sqlite:///{tmp_path}/autotune.db"
     study = optuna.load_study(study_name="space", storage=storage)
     info = schema.load_study_info(study)
@@ -138,7 +127,7 @@ def test_a_kernel_the_space_does_not_list_is_pinned_in_production_to_what_it_cho
     block = choice["kwargs"]["BLOCK_SIZE"]
     assert choice["config"] == CONFIGS[block]
     apply = APPLY.replace("uk.KernelMLP()", "uk.self_tuned_mlp().model").replace("uk.scaled_add", "uk.self_tuned_add")
-    applied = _run(["-c", apply], tmp_path)
+    applied = run_interpreted(["-c", apply], tmp_path)
     assert applied.stdout.strip() == f'{{"launched": {block}, "configs": 1, "warnings": []}}'
 
 
@@ -166,7 +155,7 @@ json.dump({"before": before, "found": found, "skipped": skipped, "configs": len(
 def test_the_choices_are_found_per_shape_key_and_pinned_even_where_shapes_chose_differently(tmp_path: Path) -> None:
     import json
 
-    done = json.loads(_run(["-c", CHOICES], tmp_path).stdout)
+    done = json.loads(run_interpreted(["-c", CHOICES], tmp_path).stdout)
     assert done["before"] == {} and done["skipped"] == {}
     [entry] = done["found"].values()
     assert list(done["found"]) == ["user_kernels:self_tuned_add"]  # its home module's name, not an alias
@@ -177,7 +166,6 @@ def test_the_choices_are_found_per_shape_key_and_pinned_even_where_shapes_chose_
 def test_the_walk_over_loaded_modules_passes_over_one_without_globals() -> None:
     """cffi puts ``Lib`` objects in sys.modules that are modules with no ``__dict__`` (MLflow's server loads one):
     finding the autotuners must pass over them, not crash the trial that asks."""
-    import sys
     import types
 
     from autotune.kernels.choices import loaded_autotuners
@@ -210,7 +198,7 @@ def test_the_informed_start_takes_a_listed_kernels_own_autotuned_choice(tmp_path
     """Before the informed start is queued, the listed kernel runs unpinned in a short eager run of the expert's
     configuration; what its autotuner chose there (here always its last config) is the informed start's."""
     (tmp_path / "space.yaml").write_text(INFORMED)
-    swept = _run(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
+    swept = run_interpreted(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
     assert "as their own autotuners chose: last_wins_add: BLOCK_SIZE=64 num_warps=4 num_stages=2" in swept.stderr
     study = optuna.load_study(study_name="space", storage=f"sqlite:///{tmp_path}/autotune.db")
     default, informed = sorted(study.trials, key=lambda trial: trial.number)

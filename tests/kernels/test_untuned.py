@@ -7,15 +7,10 @@ Real processes in Triton's CPU interpreter (``TRITON_INTERPRET=1`` before triton
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-HERE = Path(__file__).resolve().parent
+from checks import run_interpreted
 
 PRELUDE = """
 import json, sys, torch, triton, user_kernels as uk
@@ -108,15 +103,8 @@ found["genuine"] = {"raised": raised, "passes": passes[0], "configs": len(uk.las
 @pytest.fixture(scope="module")
 def found(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The scenarios below, in order, in one process (each one's kernels load after the others ran)."""
-    path = os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
     script = PRELUDE + REFERENCE + LEFT_TO_CHOOSE + FIRST_FAILS + GENUINE + "json.dump(found, sys.stdout)\n"
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path_factory.mktemp("untuned"), env=env, capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return json.loads(run_interpreted(["-c", script], tmp_path_factory.mktemp("untuned")).stdout)
 
 
 def test_the_reference_runs_the_first_config_and_the_step_still_benchmarks(found: Any) -> None:

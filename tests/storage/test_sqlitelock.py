@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.storage.sqlitelock import first_open_lock, sqlite_path
+from autotune.storage.sqlitelock import database_lock, sqlite_path
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ def test_only_a_local_sqlite_file_is_locked(url: str, path: Path | None) -> None
 
 
 def _hold(url: str, seconds: float, started: Event) -> None:
-    with first_open_lock(url):
+    with database_lock(url):
         started.set()
         time.sleep(seconds)
 
@@ -43,7 +43,7 @@ def test_a_second_process_waits_for_the_first(tmp_path: Path) -> None:
     try:
         assert started.wait(60)
         begun = time.monotonic()
-        with first_open_lock(url):
+        with database_lock(url):
             waited = time.monotonic() - begun
     finally:
         holder.join(60)
@@ -52,6 +52,6 @@ def test_a_second_process_waits_for_the_first(tmp_path: Path) -> None:
 
 
 def test_an_unwritable_location_runs_unlocked(tmp_path: Path) -> None:
-    with first_open_lock(f"sqlite:///{tmp_path}/missing-folder/x.db"):
+    with database_lock(f"sqlite:///{tmp_path}/missing-folder/x.db"):
         pass  # the store's own error, not the lock's, is what the user sees
     assert not (tmp_path / "missing-folder").exists()
