@@ -78,11 +78,17 @@ HOPELESS_MARGIN = 2.0
 HOPELESS_AFTER = 2  # steps after the first before the warm-up may be judged hopeless
 
 
-def _hopeless(trial: TrainingTrial) -> Callable[[list[float]], bool] | None:
-    """Whether the warm-up's steps so far already put the configuration out of the pruning line's reach (None where
-    the sweep does not prune, or behind a loader, whose first steps wait for its workers to start)."""
+def _hopeless(trial: TrainingTrial, ctx: knobs_mod.StepContext) -> Callable[[list[float]], bool] | None:
+    """Whether the warm-up's steps so far already put the configuration out of the pruning line's reach.
+
+    None where the sweep does not prune; behind a loader, whose first steps wait for its workers to start; and where
+    the step runs in CUDA graphs: their first calls run eager to warm up, then record (cuDNN's search too), over
+    more steps than the first. On an H100 a ResNet-50 ``reduce-overhead`` trial's two steps after the first ran
+    under a fifth of its twin's 5,890 images/s, and it was pruned on them; recorded reduce-overhead trials paid
+    up to 39 s of such work after their first step.
+    """
     below = trial.spec.pruning.below if trial.spec.pruning else None
-    if below is None or trial.behind_loader:
+    if below is None or trial.behind_loader or ctx.cudagraphs:
         return None
 
     def hopeless(times: list[float]) -> bool:
@@ -268,7 +274,7 @@ def _run_steps(
         return early
     first_ms = time_steps(step, 1, device)  # compiles, autotunes: checked before any more time is spent
     rel_error = check_first_loss(float(step.losses[0]), reference, precision)
-    warm_ms = warm_up(step, device, settings, first_ms, _hopeless(trial))
+    warm_ms = warm_up(step, device, settings, first_ms, _hopeless(trial, ctx))
     pruned = _pruned(trial, warm_ms)
     if pruned is not None:
         if eager is not None:
