@@ -11,8 +11,8 @@ run, so nothing is patched), and the ``--top`` functions by cumulative time. Run
 to see what a repeat of a configuration costs (the study's compile caches are that folder's).
 
 ``--imports`` times importing each MODULE after the trial server's imports, in order, and says after each whether
-CUDA was initialized and which threads run: a module the server could import too must leave both as they were
-(a forked trial cannot use CUDA initialized in its parent).
+CUDA was initialized, which threads run, and whether a child forked then can use CUDA (the check that decides: a
+forked trial cannot use CUDA its parent initialized, and a module the server could import too must leave that so).
 
 An H100 example (the informed start of ``gpt2.yaml``, then its repeat)::
 
@@ -28,6 +28,7 @@ import cProfile
 import importlib
 import io
 import json
+import os
 import pstats
 import threading
 import time
@@ -57,15 +58,38 @@ def time_imports(modules: list[str]) -> None:
     preload_s = _preload()
     import torch  # imported by the preload already
 
-    print(f"trial server's imports: {preload_s:.2f} s, CUDA initialized: {torch.cuda.is_initialized()}")
+    print(
+        f"trial server's imports: {preload_s:.2f} s, CUDA initialized: {torch.cuda.is_initialized()},"
+        f" a forked trial: {_forked_child_uses_cuda()}"
+    )
     for module in modules:
         started = time.perf_counter()
         importlib.import_module(module)
         threads = sorted(thread.name for thread in threading.enumerate())
         print(
             f"import {module}: {time.perf_counter() - started:.2f} s, CUDA initialized: {torch.cuda.is_initialized()},"
-            f" threads: {threads}"
+            f" threads: {threads}, a forked trial: {_forked_child_uses_cuda()}"
         )
+
+
+def _forked_child_uses_cuda() -> str:
+    """Fork as the trial server does and use CUDA in the child: what decides whether a preload is safe. The parent's
+    own flags cannot say it all (a driver call that does not count as initializing can still spoil fork)."""
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when CUDA works, 2 when there is no GPU, 1 when CUDA refuses (a spoilt fork)
+        import torch
+
+        code = 2
+        try:
+            if torch.cuda.is_available():
+                torch.zeros(1, device="cuda").add_(1)
+                torch.cuda.synchronize()
+                code = 0
+        except Exception:  # any refusal is the answer
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return {0: "uses CUDA", 2: "no GPU here"}.get(os.waitstatus_to_exitcode(status), "CANNOT use CUDA")
 
 
 def _step_seconds(stats: pstats.Stats) -> list[tuple[str, float]]:
