@@ -30,6 +30,7 @@ import io
 import json
 import os
 import pstats
+import signal
 import threading
 import time
 
@@ -76,20 +77,31 @@ def _forked_child_uses_cuda() -> str:
     """Fork as the trial server does and use CUDA in the child: what decides whether a preload is safe. The parent's
     own flags cannot say it all (a driver call that does not count as initializing can still spoil fork)."""
     pid = os.fork()
-    if pid == 0:  # the child: exit 0 when CUDA works, 2 when there is no GPU, 1 when CUDA refuses (a spoilt fork)
+    if pid == 0:
+        os._exit(_child_cuda_check())
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        return f"killed by signal {-code}"
+    return {0: "uses CUDA", 2: "no GPU here"}.get(code, "CANNOT use CUDA")
+
+
+def _child_cuda_check() -> int:
+    """In the forked child: 0 when CUDA works, 2 without a GPU, 1 when CUDA refuses (its reason on stderr). Never
+    returns by an exception: the caller exits at once, so the child never runs on in the parent's code."""
+    signal.alarm(60)  # a child deadlocked by a lock some parent thread held at fork ends, reported as a signal
+    try:
         import torch
 
-        code = 2
-        try:
-            if torch.cuda.is_available():
-                torch.zeros(1, device="cuda").add_(1)
-                torch.cuda.synchronize()
-                code = 0
-        except Exception:  # any refusal is the answer
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return {0: "uses CUDA", 2: "no GPU here"}.get(os.waitstatus_to_exitcode(status), "CANNOT use CUDA")
+        if not torch.backends.cuda.is_built() or not os.path.exists("/dev/nvidiactl"):
+            return 2  # decided without the CUDA runtime, which a spoilt fork would make answer "no GPU"
+        torch.cuda.init()
+        torch.zeros(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+        return 0
+    except BaseException as error:  # any refusal is the answer, Ctrl-C included: the child must not run on
+        os.write(2, f"forked child: {type(error).__name__}: {error}\n".encode())
+        return 1
 
 
 def _step_seconds(stats: pstats.Stats) -> list[tuple[str, float]]:

@@ -83,9 +83,10 @@ def _hopeless(trial: TrainingTrial, ctx: knobs_mod.StepContext) -> Callable[[lis
 
     None where the sweep does not prune; behind a loader, whose first steps wait for its workers to start; and where
     the step runs in CUDA graphs: their first calls run eager to warm up, then record (cuDNN's search too), over
-    more steps than the first. On an H100 a ResNet-50 ``reduce-overhead`` trial's two steps after the first ran
-    under a fifth of its twin's 5,890 images/s, and it was pruned on them; recorded reduce-overhead trials paid
-    up to 39 s of such work after their first step.
+    more steps than the first. On an H100 a ResNet-50 ``reduce-overhead`` trial's two steps after the first ran at
+    1,289-1,558 images/s, a fifth to a quarter of its default-mode twin's 5,890, and it was pruned on them; in the
+    recorded H100 trials, CUDA-graph steps did up to 16 steady steps' worth of one-off work after their first step,
+    other modes under 4.
     """
     below = trial.spec.pruning.below if trial.spec.pruning else None
     if below is None or trial.behind_loader or ctx.cudagraphs:

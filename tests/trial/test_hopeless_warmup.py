@@ -44,7 +44,7 @@ def test_two_steps_after_the_first_out_of_reach_end_an_eager_warm_up() -> None:
 
 def test_a_step_in_cuda_graphs_is_never_judged_on_its_first_steps() -> None:
     # Its first calls warm up and record the graphs: on an H100 a ResNet-50 reduce-overhead trial's steps two and
-    # three ran under a fifth of its settled speed.
+    # three ran at a fifth to a quarter of its default-mode twin's speed.
     assert _hopeless(_trial(LINE), _ctx(cudagraphs=True)) is None
 
 
