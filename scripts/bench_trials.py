@@ -21,7 +21,7 @@ from autotune.jobspec import TrialSpec
 from autotune.results import TrialResult
 from autotune.runner import TrialRunner
 
-RESNET = [
+RESNET: list[dict[str, Any]] = [
     {},  # PyTorch defaults: fp32 (cuDNN may use TF32), NCHW, eager, batch 128
     {"precision": "fp32"},
     {"precision": "tf32", "memory_format": "channels_last", "cudnn_benchmark": True},
@@ -36,14 +36,14 @@ RESNET = [
         "fused_optimizer": True,
     },
 ]
-GPT2 = [
+GPT2: list[dict[str, Any]] = [
     {},  # PyTorch defaults: fp32 matmuls without TF32, eager, batch 16 x 1024 tokens
     {"precision": "tf32"},
     {"precision": "bf16"},
     {"precision": "bf16", "compile_mode": "default"},
     {"precision": "bf16", "compile_mode": "default", "fused_optimizer": True, "batch_size": 32},
 ]
-REPEAT = (
+REPEAT: tuple[str, dict[str, Any]] = (
     "resnet50",
     {
         "precision": "bf16",
@@ -101,7 +101,7 @@ def main() -> int:
     if "repeat" in wanted and len(repeats) > 1:
         spread = statistics.pstdev(repeats) / statistics.fmean(repeats)
         print(f"\nrepeats: {', '.join(f'{t:,.0f}' for t in repeats)} -> CV {spread:.2%}")
-    env = next((r["env"] for r in records if r["env"]), {})
+    env: dict[str, Any] = next((r["env"] for r in records if r["env"]), {})
     print("env:", json.dumps(env))
     return 0
 

@@ -39,7 +39,7 @@ def main(workload_name: str, variant: str) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), fused=True)
     batches = [workload.make_batch(workload.default_batch_size, device) for _ in range(2)]
     if workload_name == "resnet50":
-        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        model = model.to(memory_format=torch.channels_last)
         batches = [(x.contiguous(memory_format=torch.channels_last), y) for x, y in batches]
     if variant == "model":
         model = torch.compile(model)
@@ -47,19 +47,19 @@ def main(workload_name: str, variant: str) -> None:
         for block in find_blocks(model).modules:
             block.compile()
     elif variant == "every-block":
-        for block in model.stages:  # type: ignore[union-attr]
+        for block in model.stages:
             block.compile()
     elif variant == "nested":
         blocks = find_blocks(model).modules
         region = torch.compiler.nested_compile_region(type(blocks[0]).forward)
         for block in blocks:
-            block.forward = types.MethodType(region, block)  # type: ignore[method-assign]
+            block.forward = types.MethodType(region, block)
         model = torch.compile(model)
 
     def step(index: int) -> None:
         inputs, targets = batches[index % 2]
         with torch.autocast("cuda", torch.bfloat16):
-            loss = workload.loss_fn(model(inputs), targets)  # type: ignore[misc]
+            loss = workload.loss_fn(model(inputs), targets)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

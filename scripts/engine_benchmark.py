@@ -40,14 +40,14 @@ from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.views.progress import Progress
 
-VALUES = {
+VALUES: dict[str, list[int]] = {
     "BLOCK_M": [16, 32, 64, 128, 256, 512],
     "BLOCK_N": [16, 32, 64, 128, 256, 512],
     "BLOCK_K": [16, 32, 64, 128, 256],
     "num_warps": [1, 2, 4, 8, 16],
     "num_stages": [1, 2, 3, 4, 5, 6],
 }
-CATEGORICAL = {"precision": ["fp32", "tf32", "bf16", "fp16"], "layout": ["nchw", "nhwc"]}
+CATEGORICAL: dict[str, list[str]] = {"precision": ["fp32", "tf32", "bf16", "fp16"], "layout": ["nchw", "nhwc"]}
 SPEED = {"fp32": 1.0, "tf32": 2.0, "bf16": 3.5, "fp16": 3.6, "nchw": 1.0, "nhwc": 1.2}
 
 
@@ -65,8 +65,8 @@ def _throughput(params: dict[str, Any]) -> float:
 def records(space: str) -> list[dict[str, Any]]:
     """Every configuration of the space, answered ok or (large tiles, deep pipelines) out of resources."""
     names = [*VALUES, *(CATEGORICAL if space == "mixed" else {})]
-    grids = [*VALUES.values(), *(CATEGORICAL.values() if space == "mixed" else [])]
-    out = []
+    grids: list[list[Any]] = [*VALUES.values(), *(CATEGORICAL.values() if space == "mixed" else [])]
+    out: list[dict[str, Any]] = []
     for combo in itertools.product(*grids):
         params = dict(zip(names, combo, strict=True))
         smem = params["num_stages"] * (params["BLOCK_M"] + params["BLOCK_N"]) * params["BLOCK_K"] * 2

@@ -265,10 +265,10 @@ def fit_log_linear(
     def matrix(rows: Sequence[tuple[Mapping[str, Any], float]]) -> np.ndarray:
         return np.array([[columns(p).get(n, 0.0) for n in names] for p, _ in rows])
 
-    logs = np.log([v for _, v in data])
+    logs = [math.log(v) for _, v in data]
     prior = [prior_sd(n) ** 2 for n in names]
     model = fit_linear(matrix(data), logs, prior, standardise=False)
-    inside = model.predict(matrix(data))[0] - logs
+    inside = model.predict(matrix(data))[0] - np.array(logs)
     keys = [params_key(p) for p, _ in data]
     errors: list[float] = []
     for key in sorted(set(keys)):
@@ -276,7 +276,7 @@ def fit_log_linear(
         test = [row for row, k in zip(data, keys, strict=True) if k == key]
         if not train:
             continue
-        held = fit_linear(matrix(train), np.log([v for _, v in train]), prior, standardise=False)
+        held = fit_linear(matrix(train), [math.log(v) for _, v in train], prior, standardise=False)
         errors += list(held.predict(matrix(test))[0] - np.log([v for _, v in test]))
     rms = lambda e: float(math.sqrt(np.mean(np.square(e)))) if len(e) else float("nan")  # noqa: E731
     return LogLinear(names, model, columns, len(data), len(set(keys)), rms(inside), rms(np.array(errors)))

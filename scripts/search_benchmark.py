@@ -165,8 +165,10 @@ class _StopWhenAnswered(Progress):
         super().__init__(None, None, stream=io.StringIO())
         self._answered = answered
 
-    def finished(self, label: str, outcome: str, seconds: float, measured: bool, counts: Tally, best: str) -> None:
-        super().finished(label, outcome, seconds, measured, counts, best)
+    def finished(
+        self, label: str, outcome: str, seconds: float, measured: bool, counts: Tally, best: str, source: str = ""
+    ) -> None:
+        super().finished(label, outcome, seconds, measured, counts, best, source)
         if measured and self._answered():
             raise _Answered
 

@@ -27,7 +27,7 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def settled_timing(
-    run: Callable[[], None],
+    run: Callable[[], object],
     warmup_ms: float = 500,
     rep_ms: float = 200,
     max_windows: int = 10,
