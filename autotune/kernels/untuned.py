@@ -1,5 +1,4 @@
-"""One config per ``triton.autotune`` kernel, for the passes of a trial that must not choose: its fp32 reference loss
-and its eager probe.
+"""One config per ``triton.autotune`` kernel, for a pass whose speed nobody reads: the trial's fp32 reference loss.
 
 A Triton autotuner compiles and times every config the first time it launches on a shape key. In a trial the first
 launch of a workload's kernel is the reference pass (:func:`autotune.trial.numerics.reference_loss`: strict fp32, no
@@ -7,12 +6,6 @@ knob), which only yields the loss the first step is checked against, yet chose t
 an H100 the first GPT-2 trial of a sweep with the fused LM head (its kernel has 34 configs) took 16.6-23.9 s to
 set up, against 3.8-4.6 s where the space pinned that kernel to one config (``gpt2_kernels.yaml``), and that trial
 is the sweep's informed start, which the search waits for (BENCHMARKS.md, issue 19's thirteenth session).
-
-The eager probe (:mod:`autotune.trial.eagerprobe`) times a few steps before the trial's one-off work to judge whether
-it could win at all; a kernel's autotuning is one-off work too, and in a compiled trial the eager choice is not the
-compiled graph's (Inductor launches a user's kernel through its own autotuner). So the probe runs on first configs
-as well: its figure is a trial's without autotuning, as it is without cuDNN's search, and every probe of a study is
-taken alike, so the gains learnt from probes (:mod:`autotune.sweep.compilegain`) include what autotuning gained.
 
 So inside :func:`first_configs` each loaded autotuner that would benchmark runs its first config and chooses
 nothing: its configs are given back after the block and its cache was never touched, so the trial's own steps, at
@@ -27,15 +20,13 @@ slow ones). A kernel that is not a module global (one made in a function, or an 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from autotune.kernels.choices import loaded_autotuners
 
-__all__ = ["cannot_run_here", "first_configs", "on_first_configs"]
-
-T = TypeVar("T")
+__all__ = ["cannot_run_here", "first_configs"]
 
 _PRUNING_RULES = ("early_config_prune", "perf_model")  # Triton's Autotuner attributes set by prune_configs_by
 
@@ -55,18 +46,6 @@ def first_configs() -> Iterator[list[str]]:
     finally:
         for _, autotuner, configs in cut:
             autotuner.configs = configs
-
-
-def on_first_configs(run: Callable[[], T]) -> T:
-    """``run()`` inside :func:`first_configs`; where a first config cannot run there (:func:`cannot_run_here`),
-    ``run()`` again with every kernel choosing as ever. Any other failure is raised at once."""
-    with first_configs() as cut:
-        try:
-            return run()
-        except Exception as exc:
-            if not cut or not cannot_run_here(exc):
-                raise
-    return run()
 
 
 def cannot_run_here(error: BaseException) -> bool:

@@ -10,10 +10,7 @@ tell that a configuration cannot reach the pruning bound even compiled, and stop
 The probe runs without cuDNN's algorithm search (``torch.backends.cudnn.benchmark`` off while it runs: cuDNN
 picks by its heuristics), the other one-off work a configuration can ask for: an eager configuration with
 ``cudnn_benchmark=true`` is probed the same way, and stops before the search where even the study's largest
-gain leaves it under the bound. The workload's ``triton.autotune`` kernels run their first configs in it and choose
-nothing (:func:`autotune.kernels.untuned.on_first_configs`): autotuning is one-off work as well, and in a compiled
-trial an eager choice would not even serve the compiled graph (on an H100 the first fused-head trial of each
-precision autotuned GPT-2's LM head, 34 configs, in its probe).
+gain leaves it under the bound.
 
 The probe leaves the trial as it found it: the learning rates are zero while it runs, so the first
 compiled step (checked against the fp32 reference loss) sees the weights untouched; the memory it
@@ -23,13 +20,11 @@ took is handed back and the peak statistics reset, so the trial's peak memory is
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from autotune.kernels.untuned import on_first_configs
 from autotune.trial.measure import time_steps
 from autotune.trial.trainstep import TrainStep
 
@@ -56,7 +51,7 @@ def eager_twin_throughput(step: TrainStep, items: int, device: torch.device) -> 
     twin = TrainStep(step.workload, eager, step.ctx, step.optimizer, step.batch_for)
     try:
         with _learning_rates_zero(step.optimizer), stance, _no_cudnn_search():
-            times = on_first_configs(functools.partial(time_steps, twin, PROBE_STEPS, device))
+            times = time_steps(twin, PROBE_STEPS, device)
     except torch.OutOfMemoryError:
         return None  # eager can need more memory than compiled: no estimate, the trial compiles as usual
     finally:

@@ -1,5 +1,4 @@
-"""The fp32 reference pass and the eager probe run each ``triton.autotune`` kernel's first config and choose nothing;
-the steps choose.
+"""The fp32 reference pass runs each ``triton.autotune`` kernel's first config and chooses nothing; the steps choose.
 
 Real processes in Triton's CPU interpreter (``TRITON_INTERPRET=1`` before triton is imported), with the kernels of
 ``user_kernels``: the ones whose benchmark makes the last config win whatever the CPU does.
@@ -101,28 +100,10 @@ found["genuine"] = {"raised": raised, "passes": passes[0], "configs": len(uk.las
 """
 
 
-PROBE = """
-from autotune import knobs
-from autotune.trial.eagerprobe import PROBE_STEPS, eager_twin_throughput
-from autotune.trial.trainstep import TrainStep
-
-workload = uk.last_wins_mlp()
-optimizer = torch.optim.AdamW(workload.model.parameters(), lr=0.1)
-ctx = knobs.apply(workload.model, optimizer, knobs.Knobs(), "cpu")[1]
-batch = workload.make_batch(8, torch.device("cpu"))  # a shape key the scenarios above did not choose for
-step = TrainStep(workload, workload.model, ctx, optimizer, lambda index: batch)
-throughput = eager_twin_throughput(step, 8, torch.device("cpu"))
-at_probe = {"block": uk.LAST_BLOCK[0], "configs": len(uk.last_wins_add.configs), "cache": len(uk.last_wins_add.cache)}
-step(0)  # the trial's own first step
-found["probe"] = {"throughput": throughput, "at_probe": at_probe, "stepped_block": uk.LAST_BLOCK[0],
-                  "cache": len(uk.last_wins_add.cache)}
-"""
-
-
 @pytest.fixture(scope="module")
 def found(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The scenarios below, in order, in one process (each one's kernels load after the others ran)."""
-    script = PRELUDE + REFERENCE + LEFT_TO_CHOOSE + FIRST_FAILS + GENUINE + PROBE + "json.dump(found, sys.stdout)\n"
+    script = PRELUDE + REFERENCE + LEFT_TO_CHOOSE + FIRST_FAILS + GENUINE + "json.dump(found, sys.stdout)\n"
     return json.loads(run_interpreted(["-c", script], tmp_path_factory.mktemp("untuned")).stdout)
 
 
@@ -155,11 +136,3 @@ def test_a_first_config_that_cannot_run_sends_the_reference_back_to_the_kernels_
 
 def test_any_other_failure_of_the_reference_is_raised_at_once(found: Any) -> None:
     assert found["genuine"] == {"raised": "the loss failed", "passes": 1, "configs": 3}
-
-
-def test_the_eager_probe_runs_the_first_config_and_the_trials_first_step_chooses(found: Any) -> None:
-    done = found["probe"]
-    assert done["throughput"] > 0
-    # Five eager steps on config 1 of 3, no choice left behind: the cache holds the reference scenario's choice only.
-    assert done["at_probe"] == {"block": 16, "configs": 3, "cache": 1}
-    assert done["stepped_block"] == 64 and done["cache"] == 2  # the step benchmarked the three: the last won
