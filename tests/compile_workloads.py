@@ -37,7 +37,7 @@ def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, tor
 
 def deep_mlp(preset: str = "tiny") -> Workload:
     """The trial workload: its compile from empty caches took 23-36 s on the shared 2-core development machine."""
-    return Workload(deep_mlp_model(), make_batch, F.cross_entropy, default_batch_size=BATCH)  # type: ignore[arg-type]
+    return Workload(deep_mlp_model(), make_batch, F.cross_entropy, default_batch_size=BATCH)
 
 
 def production_loop(tuned: str) -> dict[str, object]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.records import StudyInfo, StudyRecords, TrialKind, TrialRecord, schema
 from autotune.results import Status, TrialResult
+from autotune.space.settings import Direction
 
 THROUGHPUT = (("throughput", "maximize"),)
 THROUGHPUT_AND_MEMORY = (("throughput", "maximize"), ("peak_mem_gib", "minimize"))
@@ -23,7 +24,8 @@ def make_info(objectives: tuple[tuple[str, str], ...] = THROUGHPUT, workload: st
 
 def make_study(folder: Path | None, info: StudyInfo, name: str = "s") -> optuna.Study:
     """A real study (in a sqlite file in ``folder``, or in memory), carrying its StudyInfo as a sweep stores it."""
-    directions = [direction for _, direction in info.objectives]
+    # StudyInfo keeps its directions as plain strings; a sweep wrote them from a space's Direction values
+    directions = cast("list[Direction]", [direction for _, direction in info.objectives])
     storage = f"sqlite:///{folder}/s.db" if folder is not None else None
     study = optuna.create_study(storage=storage, study_name=name, directions=directions)
     study.set_user_attr(schema.STUDY_ATTR_INFO, info.to_dict())

@@ -25,7 +25,7 @@ def _tflops(m: int, n: int, k: int, warps: int, stages: int) -> float:
 
 
 def matmul_records() -> list[dict[str, Any]]:
-    records = []
+    records: list[dict[str, Any]] = []
     for m, n, k, warps, stages in itertools.product((64, 128, 256), (64, 128, 256), (32, 64, 128), (4, 8), (3, 4)):
         params = {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "num_warps": warps, "num_stages": stages}
         required = (m * k + k * n) * 2 * stages

@@ -11,12 +11,15 @@ import torch
 from autotune import knobs
 from autotune.errors import AutotuneError, InvalidCombination
 from autotune.knobs import Knobs
-from autotune.workloads import build
+from autotune.workloads import Workload, build
+
+# torch.backends.cudnn as the tests use it: its conv/rnn fp32_precision settings are missing from torch's stubs.
+CUDNN: Any = torch.backends.cudnn
 
 FLAGS = (
     (torch.backends.cuda.matmul, "fp32_precision"),
-    (torch.backends.cudnn.conv, "fp32_precision"),
-    (torch.backends.cudnn.rnn, "fp32_precision"),
+    (CUDNN.conv, "fp32_precision"),
+    (CUDNN.rnn, "fp32_precision"),
     (torch.backends.cudnn, "benchmark"),
     (torch.backends.cudnn, "deterministic"),
 )
@@ -31,7 +34,9 @@ def restore_backend_flags() -> Iterator[None]:
 
 
 def resnet() -> torch.nn.Module:
-    return build("resnet50", "tiny", {}, torch.device("cpu")).model
+    work = build("resnet50", "tiny", {}, torch.device("cpu"))
+    assert isinstance(work, Workload)
+    return work.model
 
 
 def apply(model: torch.nn.Module, **params: Any) -> tuple[torch.nn.Module, knobs.StepContext]:
@@ -50,7 +55,9 @@ def test_channels_last_converts_every_4d_weight_and_the_inputs() -> None:
 
 
 def test_channels_last_without_4d_weights_is_a_recorded_noop() -> None:
-    _, ctx = apply(build("gpt2", "tiny", {}, torch.device("cpu")).model, memory_format="channels_last")
+    work = build("gpt2", "tiny", {}, torch.device("cpu"))
+    assert isinstance(work, Workload)
+    _, ctx = apply(work.model, memory_format="channels_last")
     assert "memory_format" in ctx.noops
 
 
@@ -62,17 +69,17 @@ def test_default_precision_leaves_pytorch_flags_untouched() -> None:
 
 
 def test_strict_fp32_turns_tf32_off_everywhere() -> None:
-    torch.backends.cudnn.conv.fp32_precision = "tf32"  # PyTorch's default for convolutions
+    CUDNN.conv.fp32_precision = "tf32"  # PyTorch's default for convolutions
     apply(resnet(), precision="fp32")
     assert torch.backends.cuda.matmul.fp32_precision == "ieee"
-    assert torch.backends.cudnn.conv.fp32_precision == "ieee"
-    assert torch.backends.cudnn.rnn.fp32_precision == "ieee"
+    assert CUDNN.conv.fp32_precision == "ieee"
+    assert CUDNN.rnn.fp32_precision == "ieee"
 
 
 def test_tf32_turns_tf32_on_for_matmul_and_cudnn() -> None:
     _, ctx = apply(resnet(), precision="tf32")
     assert torch.backends.cuda.matmul.fp32_precision == "tf32"
-    assert torch.backends.cudnn.conv.fp32_precision == "tf32"
+    assert CUDNN.conv.fp32_precision == "tf32"
     assert "tf32" in ctx.noops  # recorded: a CPU has no tensor cores
 
 

@@ -53,7 +53,7 @@ def test_allocation_past_memory_cap_is_oom(runner: TrialRunner) -> None:
     capped = TrialSpec("resnet50", {"batch_size": 200_000}, "tiny", "cpu", measure=FAST, memory_cap_gib=0.5)
     result = runner.run(capped, timeout_s=60)
     assert result.status is Status.OOM, result.reason
-    assert "allocate" in result.reason
+    assert result.reason is not None and "allocate" in result.reason
     assert_next_trial_ok(runner)
 
 
@@ -81,27 +81,27 @@ def test_child_killed_by_signal_is_crash(runner: TrialRunner, signame: str) -> N
 def test_nan_loss_is_numerics(runner: TrialRunner, from_step: int) -> None:
     result = runner.run(spec("nan_loss", from_step=from_step), timeout_s=60)
     assert result.status is Status.NUMERICS
-    assert "nan" in result.reason
+    assert result.reason is not None and "nan" in result.reason
     assert_next_trial_ok(runner)
 
 
 def test_contradictory_knobs_are_invalid(runner: TrialRunner) -> None:
     result = runner.run(spec("tiny_mlp", cudnn_benchmark=True, cudnn_deterministic=True), timeout_s=60)
     assert result.status is Status.INVALID
-    assert "contradicts" in result.reason
+    assert result.reason is not None and "contradicts" in result.reason
     assert_next_trial_ok(runner)
 
 
 def test_all_zero_inputs_are_refused(runner: TrialRunner) -> None:
     result = runner.run(spec("zeros"), timeout_s=60)
-    assert result.status is Status.INVALID and "all-zero" in result.reason
+    assert result.status is Status.INVALID and result.reason is not None and "all-zero" in result.reason
 
 
 def test_reduced_precision_far_from_fp32_is_numerics(runner: TrialRunner) -> None:
     # A finite loss that bf16 rounding ruins: the guard compares it with the fp32 reference.
     result = runner.run(spec("cancelling", precision="bf16"), timeout_s=60)
     assert result.status is Status.NUMERICS, result.reason
-    assert "fp32 reference" in result.reason
+    assert result.reason is not None and "fp32 reference" in result.reason
     assert runner.run(spec("cancelling", precision="fp32"), timeout_s=60).ok
 
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -13,8 +14,10 @@ from torch.nn import functional as F
 
 from autotune.workloads import Workload
 
+MakeBatch = Callable[[int, torch.device], tuple[torch.Tensor, torch.Tensor]]
 
-def _mlp_parts(width: int = 32) -> tuple[torch.nn.Module, object]:
+
+def _mlp_parts(width: int = 32) -> tuple[torch.nn.Module, MakeBatch]:
     model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 10))
 
     def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -26,25 +29,25 @@ def _mlp_parts(width: int = 32) -> tuple[torch.nn.Module, object]:
 def tiny_mlp(preset: str = "tiny") -> Workload:
     """A step of well under a millisecond: the trial that must run fine after each failure."""
     model, make_batch = _mlp_parts()
-    return Workload(model, make_batch, F.cross_entropy, default_batch_size=16)  # type: ignore[arg-type]
+    return Workload(model, make_batch, F.cross_entropy, default_batch_size=16)
 
 
 class _Hook(torch.nn.Module):
     """Runs ``action`` in forward, then behaves like its inner module."""
 
-    def __init__(self, inner: torch.nn.Module, action: object) -> None:
+    def __init__(self, inner: torch.nn.Module, action: Callable[[], object]) -> None:
         super().__init__()
         self.inner, self.action = inner, action
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.action()  # type: ignore[operator]
+        self.action()
         return self.inner(x)
 
 
 def sleepy(preset: str = "tiny", seconds: float = 600.0) -> Workload:
     """Hangs in its forward pass, as a deadlocked or pathologically slow step would."""
     model, make_batch = _mlp_parts()
-    return Workload(_Hook(model, lambda: time.sleep(seconds)), make_batch, F.cross_entropy)  # type: ignore[arg-type]
+    return Workload(_Hook(model, lambda: time.sleep(seconds)), make_batch, F.cross_entropy)
 
 
 def spawner(preset: str = "tiny", pidfile: str = "") -> Workload:
@@ -58,7 +61,7 @@ def killed(preset: str = "tiny", signame: str = "SIGKILL") -> Workload:
     """Dies from a signal in its forward pass, as a segfaulting kernel or the OOM killer would."""
     model, make_batch = _mlp_parts()
     action = lambda: os.kill(os.getpid(), signal.Signals[signame])  # noqa: E731
-    return Workload(_Hook(model, action), make_batch, F.cross_entropy)  # type: ignore[arg-type]
+    return Workload(_Hook(model, action), make_batch, F.cross_entropy)
 
 
 def nan_loss(preset: str = "tiny", from_step: int = 0) -> Workload:
@@ -71,7 +74,7 @@ def nan_loss(preset: str = "tiny", from_step: int = 0) -> Workload:
         steps[0] += 1
         return loss * float("nan") if steps[0] > from_step + 1 else loss  # +1: the reference pass
 
-    return Workload(model, make_batch, loss_fn, default_batch_size=16)  # type: ignore[arg-type]
+    return Workload(model, make_batch, loss_fn, default_batch_size=16)
 
 
 def zeros(preset: str = "tiny") -> Workload:
@@ -91,7 +94,7 @@ def cancelling(preset: str = "tiny") -> Workload:
     def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return ((output + 1000.0) - 1000.0).float().pow(2).mean() + 1.0
 
-    return Workload(model, make_batch, loss_fn, default_batch_size=16)  # type: ignore[arg-type]
+    return Workload(model, make_batch, loss_fn, default_batch_size=16)
 
 
 def outlier(preset: str = "tiny", config: str = "steady", marker: str = "") -> Workload:
@@ -104,7 +107,7 @@ def outlier(preset: str = "tiny", config: str = "steady", marker: str = "") -> W
         Path(marker).touch()
     delays = {"steady": 0.010, "slow": 0.060, "lucky": 0.002 if first_lucky else 0.030}
     delay = delays[config]
-    return Workload(_Hook(model, lambda: time.sleep(delay)), make_batch, F.cross_entropy)  # type: ignore[arg-type]
+    return Workload(_Hook(model, lambda: time.sleep(delay)), make_batch, F.cross_entropy)
 
 
 def outlier_space(marker: Path, configs: tuple[str, str]) -> str:
@@ -122,7 +125,7 @@ params:
 def paced(preset: str = "tiny", step_ms: float = 60.0) -> Workload:
     """Each step takes ``step_ms`` (slept): figures that hold on a loaded CPU; the default is the slow one."""
     model, make_batch = _mlp_parts()
-    return Workload(_Hook(model, lambda: time.sleep(step_ms / 1e3)), make_batch, F.cross_entropy)  # type: ignore[arg-type]
+    return Workload(_Hook(model, lambda: time.sleep(step_ms / 1e3)), make_batch, F.cross_entropy)
 
 
 _BALLAST: list[torch.Tensor] = []  # kept alive: what the trial's peak memory must count
@@ -136,9 +139,9 @@ def roomy(preset: str = "tiny", step_ms: float = 20.0, mib_per_sample: int = 24)
     def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         if not _BALLAST:
             _BALLAST.append(torch.ones(batch_size * mib_per_sample * 2**18))  # touched: resident, counted
-        return make_parts(batch_size, device)  # type: ignore[operator,no-any-return]
+        return make_parts(batch_size, device)
 
-    return Workload(_Hook(model, lambda: time.sleep(step_ms / 1e3)), make_batch, F.cross_entropy)  # type: ignore[arg-type]
+    return Workload(_Hook(model, lambda: time.sleep(step_ms / 1e3)), make_batch, F.cross_entropy)
 
 
 # 300 block-size configurations, answered from synthetic records so that asks cost nothing.
@@ -195,4 +198,4 @@ class NamedStack(torch.nn.Module):
 def named_blocks(preset: str = "tiny") -> Workload:
     """A model that names its repeated blocks (``compile_scope=blocks`` compiles those three)."""
     _, make_batch = _mlp_parts()
-    return Workload(NamedStack(32), make_batch, F.cross_entropy, default_batch_size=16)  # type: ignore[arg-type]
+    return Workload(NamedStack(32), make_batch, F.cross_entropy, default_batch_size=16)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -65,13 +66,13 @@ print(json.dumps({
 """
 
 
-def _run(mode: str, block: int) -> dict:  # type: ignore[type-arg]
+def _run(mode: str, block: int) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     done = subprocess.run(
         [sys.executable, "-c", _SCRIPT, mode, str(block)], env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.gpu

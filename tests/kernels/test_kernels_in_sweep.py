@@ -209,4 +209,5 @@ def test_the_informed_start_takes_a_listed_kernels_own_autotuned_choice(tmp_path
     prepared = informed.user_attrs[schema.ATTR_PREPARED_S]
     assert prepared > 0
     record = StudyRecords(study, (("throughput", "maximize"),)).trial(informed.number)
+    assert informed.duration is not None
     assert record.duration_s == pytest.approx(informed.duration.total_seconds() + prepared)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,20 +63,20 @@ json.dump(out, sys.stdout)
 
 
 @pytest.fixture(scope="module")
-def interpreted() -> dict:  # type: ignore[type-arg]
+def interpreted() -> dict[str, Any]:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     done = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    return json.loads(done.stdout)
 
 
-def test_autotune_configs_become_one_readable_categorical_param(interpreted: dict) -> None:  # type: ignore[type-arg]
+def test_autotune_configs_become_one_readable_categorical_param(interpreted: dict[str, Any]) -> None:
     labels = ["BLOCK_SIZE=16 num_warps=1 num_stages=1", "BLOCK_SIZE=32 num_warps=2 num_stages=1",
               "BLOCK_SIZE=64 num_warps=4 num_stages=2"]  # fmt: skip
     assert interpreted["params"] == [["scaled_add", labels, False]]
 
 
-def test_a_declared_kernel_gets_one_ordered_param_per_name(interpreted: dict) -> None:  # type: ignore[type-arg]
+def test_a_declared_kernel_gets_one_ordered_param_per_name(interpreted: dict[str, Any]) -> None:
     assert interpreted["declared"] == [
         ["declared_add.BLOCK_SIZE", [16, 32, 64, 128], True],
         ["declared_add.num_warps", [1, 2, 4], True],
@@ -84,7 +85,7 @@ def test_a_declared_kernel_gets_one_ordered_param_per_name(interpreted: dict) ->
     assert interpreted["declared_choice"] == [{"BLOCK_SIZE": 128}, 4, 2]
 
 
-def test_a_pinned_kernel_launches_only_its_config_and_records_shapes(interpreted: dict) -> None:  # type: ignore[type-arg]
+def test_a_pinned_kernel_launches_only_its_config_and_records_shapes(interpreted: dict[str, Any]) -> None:
     assert interpreted["pinned_block"] == 32 and interpreted["pinned_ok"]
     count, keys = interpreted["launches"]
     assert count == 3
@@ -92,11 +93,11 @@ def test_a_pinned_kernel_launches_only_its_config_and_records_shapes(interpreted
     assert keys == [[100, *dtypes], [7, *dtypes]]
 
 
-def test_a_kernel_pinned_for_a_block_gets_its_own_configs_back(interpreted: dict) -> None:  # type: ignore[type-arg]
+def test_a_kernel_pinned_for_a_block_gets_its_own_configs_back(interpreted: dict[str, Any]) -> None:
     assert interpreted["scoped"] == [128, 1, True, True]  # the last declared config, launched once
 
 
-def test_production_warns_once_for_a_shape_never_measured_and_falls_back(interpreted: dict) -> None:  # type: ignore[type-arg]
+def test_production_warns_once_for_a_shape_never_measured_and_falls_back(interpreted: dict[str, Any]) -> None:
     assert interpreted["production"] == [32, 16, 1]
 
 

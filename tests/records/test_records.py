@@ -216,8 +216,8 @@ def test_time_to_within_two_percent_of_the_winner(db: Path) -> None:
         _record(study, {"bs": bs}, value)
     records = StudyRecords(study, OBJECTIVES)
     durations = [r.duration_s for r in records.measured]
-    assert records.time_to_within(0.02) == (pytest.approx(sum(durations[:2])), 2)  # 295 is within 2% of 300
-    assert records.time_to_within(0.001) == (pytest.approx(sum(durations)), 4)  # only the winner itself
+    assert records.time_to_within(0.02) == pytest.approx((sum(durations[:2]), 2))  # 295 is within 2% of 300
+    assert records.time_to_within(0.001) == pytest.approx((sum(durations), 4))  # only the winner itself
     assert StudyRecords(_study(db.with_name("empty.db")), OBJECTIVES).time_to_within() is None
 
 

@@ -11,8 +11,8 @@ from recorded_studies import add_trial, make_info, make_study, ok_result
 
 from autotune.records import Rehearsal, StudyRecords, schema
 
-OWN = {"file": "a" * 64 + ".bin", "sha256": "a" * 64, "bytes": 10, "env": {"torch": "2.11.0"}}
-REHEARSED = {"file": "b" * 64 + ".bin", "sha256": "b" * 64, "bytes": 12, "env": {"torch": "2.11.0"}}
+OWN: dict[str, Any] = {"file": "a" * 64 + ".bin", "sha256": "a" * 64, "bytes": 10, "env": {"torch": "2.11.0"}}
+REHEARSED: dict[str, Any] = {"file": "b" * 64 + ".bin", "sha256": "b" * 64, "bytes": 12, "env": {"torch": "2.11.0"}}
 
 
 def winner_records(tmp_path: Path, rehearsal: dict[str, Any] | None) -> StudyRecords:

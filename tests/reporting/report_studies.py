@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import optuna
 from optuna.distributions import CategoricalDistribution, IntDistribution
@@ -17,6 +17,7 @@ from optuna.trial import TrialState
 
 from autotune.records import StudyInfo, TrialKind, schema
 from autotune.results import Status, TrialResult
+from autotune.space.settings import Direction
 
 BATCHES = [16, 32, 64, 128, 256]
 PRECISIONS = ["default", "fp32", "tf32", "bf16", "fp16"]
@@ -37,7 +38,8 @@ def make_info(multi: bool = False) -> StudyInfo:
 
 
 def make_study(path: Path, info: StudyInfo, name: str = "rn50") -> optuna.Study:
-    directions = [d for _, d in info.objectives]
+    # StudyInfo keeps its directions as plain strings; a sweep wrote them from a space's Direction values
+    directions = cast("list[Direction]", [d for _, d in info.objectives])
     study = optuna.create_study(storage=f"sqlite:///{path}", study_name=name, directions=directions)
     study.set_user_attr(schema.STUDY_ATTR_INFO, info.to_dict())
     return study

@@ -93,8 +93,8 @@ def test_time_is_split_into_disjoint_parts(small: optuna.Study) -> None:
     spent = gather(small, make_info()).time
     # 5 ok trials 20+40*4 = 180 s of which one compiled for 30 s; oom 5 + crash 7 failed; pruned 9.
     assert spent.compile_s == pytest.approx(30.0)
-    assert (spent.ok.seconds, spent.ok.compile_s) == (pytest.approx(180.0), pytest.approx(30.0))
-    assert (spent.failed.seconds, spent.pruned_s) == (pytest.approx(12.0), pytest.approx(9.0))
+    assert (spent.ok.seconds, spent.ok.compile_s) == pytest.approx((180.0, 30.0))
+    assert (spent.failed.seconds, spent.pruned_s) == pytest.approx((12.0, 9.0))
     assert spent.trial_s == spent.total_s == pytest.approx(201.0)
     parts = spent.parts()
     assert parts["compiling"] == pytest.approx(30.0) and parts["ok trials, the rest"] == pytest.approx(150.0)

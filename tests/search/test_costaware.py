@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import optuna
 import pytest
-from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.samplers import BaseSampler
 
 from autotune.errors import AutotuneError
@@ -91,7 +91,7 @@ def test_of_two_equally_promising_candidates_the_cheaper_one(seed: int) -> None:
     assert _propose(_cudnn_study(2.5), sampler, CUDNN_PRECISION) == {"cudnn_benchmark": True, "precision": "bf16"}
 
 
-PRECISION_FUSED = {
+PRECISION_FUSED: dict[str, BaseDistribution] = {
     "fused_optimizer": CategoricalDistribution([False, True]),
     "precision": CategoricalDistribution(["fp32", "fp16", "bf16"]),
 }
@@ -120,7 +120,7 @@ def test_a_tried_configuration_is_never_proposed_again() -> None:
 
 def test_a_study_the_sweep_did_not_make_is_left_to_the_inner_sampler() -> None:
     """No study info, so no metric to read: the inner sampler proposes (here, the same as it alone would)."""
-    space = {"x": IntDistribution(0, 100)}
+    space: dict[str, BaseDistribution] = {"x": IntDistribution(0, 100)}
     study = optuna.create_study(direction="maximize")
     study.add_trial(optuna.trial.create_trial(params={"x": 3}, distributions=space, value=1.0))
     alone = optuna.create_study(direction="maximize")
@@ -178,7 +178,9 @@ def test_a_graph_compiled_ahead_is_priced_as_compiled() -> None:
         TrialCost(first, 8.0, 3.0, ahead_s=30.0),
     ]
     ahead = {"batch_size": 32, "compile_mode": "default", "fused_optimizer": False}
-    model = CostModel.fit(trials, COMPILE_SPACE, compiled_ahead={graph_key(ahead)})
+    ahead_key = graph_key(ahead)
+    assert ahead_key is not None
+    model = CostModel.fit(trials, COMPILE_SPACE, compiled_ahead={ahead_key})
     assert model.hit_fraction == pytest.approx(0.1)
     repeat, compiled_ahead = model.predict([{**first, "fused_optimizer": True}, ahead])
     assert repeat == pytest.approx(5.0 + 3.0, rel=0.15)
@@ -195,11 +197,13 @@ def test_a_graph_still_compiling_ahead_costs_the_rest_of_its_compile_then_a_repe
         TrialCost({"batch_size": 16, "compile_mode": "default", "fused_optimizer": True}, 8.0, 3.0),
     ]
     compiling = {"batch_size": 32, "compile_mode": "default", "fused_optimizer": False}
-    model = CostModel.fit(trials, COMPILE_SPACE, compiling_ahead={graph_key(compiling): 10.0})
+    compiling_key = graph_key(compiling)
+    assert compiling_key is not None
+    model = CostModel.fit(trials, COMPILE_SPACE, compiling_ahead={compiling_key: 10.0})
     assert model.predict([compiling])[0] == pytest.approx(5.0 + 20.0 + 3.0, rel=0.15)
     waiting = model.seconds([compiling, trials[0].params]).waiting
     assert waiting == pytest.approx([20.0, 0.0], rel=0.15)
-    late = CostModel.fit(trials, COMPILE_SPACE, compiling_ahead={graph_key(compiling): 45.0})
+    late = CostModel.fit(trials, COMPILE_SPACE, compiling_ahead={compiling_key: 45.0})
     assert late.seconds([compiling]).waiting[0] == pytest.approx(22.5, rel=0.15)
     assert late.predict([compiling])[0] == pytest.approx(5.0 + 22.5 + 3.0, rel=0.15)
     assert CostModel.fit(trials, COMPILE_SPACE).predict([compiling])[0] == pytest.approx(5.0 + 30.0, rel=0.15)

@@ -94,7 +94,11 @@ def test_pruned_before_compiling_costs_the_probe(replay: TimedReplay) -> None:
 
 
 def test_an_eager_record_with_a_probe_is_pruned_before_cudnn_search_at_the_probe_s_cost(tmp_path: Path) -> None:
-    searched = {"params": {"compile_mode": "none", "cudnn_benchmark": True}, "status": "ok", "throughput": 90.0}
+    searched: dict[str, Any] = {
+        "params": {"compile_mode": "none", "cudnn_benchmark": True},
+        "status": "ok",
+        "throughput": 90.0,
+    }
     timed = {**searched, "duration_s": 160.0, "eager_probe_throughput": 80.0, "window_s": 3.0}
     path = tmp_path / "searched.json"
     path.write_text(json.dumps([{**timed, "probe_s": 2.0}]))
@@ -136,6 +140,6 @@ def test_a_replayed_sweep_s_records_read_the_replayed_durations(tmp_path: Path) 
     # Within 2% of the winner (151): the first compiled trial (150), whichever that was.
     first_compiled = next(i for i, r in enumerate(ordered) if r.params["compile_mode"] == "default")
     expected = sum(r.duration_s for r in ordered[: first_compiled + 1])
-    assert records.time_to_within(0.02) == (pytest.approx(expected), first_compiled + 1)
-    assert records.time_to_within(0.02, target=101.0) == (pytest.approx(ordered[0].duration_s), 1)  # 100 is within
+    assert records.time_to_within(0.02) == pytest.approx((expected, first_compiled + 1))
+    assert records.time_to_within(0.02, target=101.0) == pytest.approx((ordered[0].duration_s, 1))  # 100 is within
     assert records.time_to_within(0.02, target=1000.0) is None  # never within 2% of a better target

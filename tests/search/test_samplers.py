@@ -46,7 +46,7 @@ def test_no_repeat_cmaes_writes_one_draw_per_ask_and_tells_what_it_proposed() ->
     assert storage.system_writes <= 2 * len(relative) + optimizer_chunks + len(study.trials)
     # The point CMA-ES will be told is the one that was proposed (the last draw's, not a discarded one).
     # CMA-ES keeps its point in [0, 1] per param (Optuna's transform); mapped back, it is the proposal.
-    space = {name: optuna.distributions.IntDistribution(0, 3) for name in ("x", "y")}
+    space: dict[str, BaseDistribution] = {name: optuna.distributions.IntDistribution(0, 3) for name in ("x", "y")}
     transform = _SearchSpaceTransform(space, transform_step=False, transform_0_1=True)
     for trial in relative:
         assert transform.untransform(np.array(trial.system_attrs["x_for_tell"])) == trial.params

@@ -101,7 +101,12 @@ def test_a_full_disk_is_full(swept: Path, tmp_path: Path) -> None:
         database = copy_study(swept, disk)
         study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{database}")
         fill(disk)
-        error = error_of(lambda: [study.set_user_attr(f"note{i}", "x" * 4000) for i in range(100)])
+
+        def write_notes() -> None:
+            for i in range(100):
+                study.set_user_attr(f"note{i}", "x" * 4000)
+
+        error = error_of(write_notes)
         fault = find_fault(error, f"sqlite:///{database}")
         assert fault is not None and fault.kind is FaultKind.FULL
         assert fault.line() == (

@@ -42,4 +42,4 @@ def inductor_witness(preset: str = "tiny", record: str = "") -> Workload:
             time.sleep(SLOW_STEP_S)
         return F.cross_entropy(output, target)
 
-    return Workload(model, make_batch, loss_fn, default_batch_size=16)  # type: ignore[arg-type]
+    return Workload(model, make_batch, loss_fn, default_batch_size=16)

@@ -42,4 +42,4 @@ def fills_disk(preset: str = "tiny", disk: str = "", marks: str = "", fill_at: i
     def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.randn(batch_size, 32, device=device), torch.randint(0, 10, (batch_size,), device=device)
 
-    return Workload(model, make_batch, F.cross_entropy, default_batch_size=16)  # type: ignore[arg-type]
+    return Workload(model, make_batch, F.cross_entropy, default_batch_size=16)

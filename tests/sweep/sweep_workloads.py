@@ -68,7 +68,7 @@ def _claim_next_slot(folder: Path, prefix: str) -> int:
 def noted(preset: str = "tiny", folder: str = "", step_ms: float = 0.0) -> Workload:
     """A tiny MLP whose steps take at least ``step_ms``; notes the device its process was pinned to."""
     _note_device(Path(folder))
-    return Workload(_Sleeper(_mlp(), step_ms / 1e3), _make_batch, F.cross_entropy, default_batch_size=16)  # type: ignore[arg-type]
+    return Workload(_Sleeper(_mlp(), step_ms / 1e3), _make_batch, F.cross_entropy, default_batch_size=16)
 
 
 def hang_first(preset: str = "tiny", folder: str = "", count: int = 1) -> Workload:
@@ -76,7 +76,7 @@ def hang_first(preset: str = "tiny", folder: str = "", count: int = 1) -> Worklo
     ``hang-<i>`` file says it is running); every later one is a tiny MLP that runs at once."""
     _note_device(Path(folder))
     hangs = _claim_hang_slot(Path(folder), count)
-    return Workload(_Sleeper(_mlp(), 600.0 if hangs else 0.0), _make_batch, F.cross_entropy, default_batch_size=16)  # type: ignore[arg-type]
+    return Workload(_Sleeper(_mlp(), 600.0 if hangs else 0.0), _make_batch, F.cross_entropy, default_batch_size=16)
 
 
 def hang_at(preset: str = "tiny", folder: str = "", index: int = 0) -> Workload:
@@ -87,4 +87,4 @@ def hang_at(preset: str = "tiny", folder: str = "", index: int = 0) -> Workload:
     if hangs:
         (Path(folder) / "hung.tmp").write_text(str(os.getpid()))
         (Path(folder) / "hung.tmp").rename(Path(folder) / "hung")  # whole, once it exists
-    return Workload(_Sleeper(_mlp(), 600.0 if hangs else 0.0), _make_batch, F.cross_entropy, default_batch_size=16)  # type: ignore[arg-type]
+    return Workload(_Sleeper(_mlp(), 600.0 if hangs else 0.0), _make_batch, F.cross_entropy, default_batch_size=16)

@@ -55,13 +55,16 @@ def test_the_informed_start_steps_aside_while_its_graph_compiles(tmp_path: Path)
     records = {record.number: record for record in measured_records(study)}
     informed = records[1]
     assert informed.informed and informed.compiled and informed.ok
+    assert informed.started is not None
     parked_s = study.trials[1].user_attrs[schema.ATTR_PARKED_S]
     assert parked_s > 0
     # Trials asked after it were measured while it stood aside, and its record starts when it was taken up again:
     # its duration is its measurement's, so the trial times add up to no more than the sweep took.
     meanwhile = [r for r in records.values() if r.number > 1 and r.ended is not None and r.ended <= informed.started]
     assert meanwhile, {n: (r.started, r.ended) for n, r in records.items()}
-    assert informed.duration_s < (study.trials[1].datetime_complete - study.trials[1].datetime_start).total_seconds()
+    complete, start = study.trials[1].datetime_complete, study.trials[1].datetime_start
+    assert complete is not None and start is not None
+    assert informed.duration_s < (complete - start).total_seconds()
     assert sum(r.duration_s for r in records.values()) < wall_s
     # The wait for the rest of its compile, if any, still counts as its compile (the GPU would be idle).
     assert informed.compile_s > 0

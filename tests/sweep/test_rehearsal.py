@@ -13,6 +13,7 @@ import optuna
 import yaml
 from recorded_studies import add_trial
 
+from autotune.jobspec import Pruning
 from autotune.records import StudyRecords, schema
 from autotune.results import Status, TrialResult
 from autotune.space import load_space
@@ -145,9 +146,12 @@ def test_a_sweep_rehearses_the_start_once_the_winner_is_settled_unless_told_not_
     space_file.write_text(SPACE)
     space = load_space(space_file)
 
+    def no_trial(params: dict[str, Any], timeout: float, pruning: Pruning | None) -> TrialResult:
+        raise AssertionError("listing a sweep's stages runs no trial")
+
     def stages(**options: Any) -> list[str]:
         settings = SweepOptions(storage="memory", tracking=False, **options)
-        sweep = Sweep(space, settings, lambda params, timeout, pruning: None, Progress(None, None, io.StringIO()))
+        sweep = Sweep(space, settings, no_trial, Progress(None, None, io.StringIO()))
         return [stage.name for stage in sweep._stages()]
 
     names = stages()

@@ -22,7 +22,7 @@ from study_records import measured_records, records_of
 
 import autotune
 from autotune.records import schema
-from autotune.workloads import build
+from autotune.workloads import Workload, build
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET = 8  # quick.yaml's
@@ -190,6 +190,7 @@ def train_with_tuned_config(path: Path) -> None:
     """What production code does with the exported file: load, apply, train."""
     cfg = autotune.load(path)
     workload = build("resnet50", "tiny", {}, torch.device("cpu"))
+    assert isinstance(workload, Workload) and workload.make_batch is not None and workload.loss_fn is not None
     optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-3)
     model, step_ctx = cfg.apply(workload.model, optimizer)
     before = [p.detach().clone() for p in model.parameters()]

@@ -124,6 +124,7 @@ def test_ok_trials_get_speedup_over_the_default(sqlite_uri: str, study: str) -> 
 def test_trials_logged_before_the_default_get_speedup_when_it_comes(sqlite_uri: str, study: str) -> None:
     tracker = SweepTracker(study, sqlite_uri)
     parent_id = tracker.start({})
+    assert parent_id is not None
     sweep = Sweep(tracker)
     default = sweep.study.ask()  # another worker measures the default meanwhile
     sweep.log(ok(300.0, precision="bf16"), tracker=SweepTracker(study, sqlite_uri))
@@ -140,6 +141,7 @@ def test_trials_logged_before_the_default_get_speedup_when_it_comes(sqlite_uri: 
 def test_a_failed_default_gives_no_speedup(sqlite_uri: str, study: str) -> None:
     tracker = SweepTracker(study, sqlite_uri)
     parent_id = tracker.start({})
+    assert parent_id is not None
     sweep = Sweep(tracker)
     sweep.log(failed(Status.OOM), default=True)
     sweep.log(ok(100.0, batch_size=8))
@@ -152,6 +154,7 @@ def test_a_failed_default_gives_no_speedup(sqlite_uri: str, study: str) -> None:
 def test_runs_carry_the_trials_own_start_and_end(sqlite_uri: str, study: str) -> None:
     tracker = SweepTracker(study, sqlite_uri)
     parent_id = tracker.start({})
+    assert parent_id is not None
     sweep = Sweep(tracker)
     start = datetime(2026, 11, 25, 9, 0, 0)
     attrs = trial_attrs(ok(100.0), default=True)
@@ -168,6 +171,7 @@ def test_runs_carry_the_trials_own_start_and_end(sqlite_uri: str, study: str) ->
 def test_infeasible_trials_are_marked_and_never_rank_above_the_winner(sqlite_uri: str, study: str) -> None:
     tracker = SweepTracker(study, sqlite_uri)
     parent_id = tracker.start({})
+    assert parent_id is not None
     sweep = Sweep(tracker)
     sweep.log(ok(100.0), default=True)
     sweep.log(ok(400.0, batch_size=256), violation=3.0, reason="peak_mem_gib <= 10 broken")  # faster, too big
@@ -232,6 +236,7 @@ def test_finish_describes_the_sweep_with_the_leaderboards_numbers(sqlite_uri: st
 def test_the_defaults_can_win(sqlite_uri: str, study: str) -> None:
     tracker = SweepTracker(study, sqlite_uri)
     parent_id = tracker.start({})
+    assert parent_id is not None
     sweep = Sweep(tracker)
     sweep.log(ok(1234.5), default=True)
     sweep.log(ok(1000.0, precision="bf16"))
@@ -247,6 +252,7 @@ def test_the_defaults_can_win(sqlite_uri: str, study: str) -> None:
 def test_no_winner_is_said(sqlite_uri: str, study: str) -> None:
     tracker = SweepTracker(study, sqlite_uri)
     parent_id = tracker.start({})
+    assert parent_id is not None
     sweep = Sweep(tracker)
     sweep.log(failed(Status.CRASH), default=True)
     sweep.finish()
@@ -258,6 +264,7 @@ def test_no_winner_is_said(sqlite_uri: str, study: str) -> None:
 def test_fractions_keep_six_significant_digits(sqlite_uri: str, study: str) -> None:
     tracker = SweepTracker(study, sqlite_uri)
     parent_id = tracker.start({})
+    assert parent_id is not None
     result = ok(374.1633123712463)
     result.metrics |= {"peak_mem_gib": 0.2857627868652344, "items_per_step": 123456789, "compile_s": 0.0}
     Sweep(tracker).log(result, default=True)
@@ -273,6 +280,7 @@ def test_the_experiment_is_a_model_training_experiment_with_a_leaderboard_view(
     uri = sqlite_uri if backend == "sqlite" else request.getfixturevalue("mlflow_server").uri
     tracker = SweepTracker(study, uri)
     parent_id = tracker.start({})
+    assert parent_id is not None
     sweep = Sweep(tracker)
     sweep.log(ok(100.0), default=True)
     sweep.log(ok(150.0, precision="bf16", memory_format="channels_last"))
@@ -304,7 +312,11 @@ def test_an_existing_experiment_is_marked_unless_marked_for_training(sqlite_uri:
     names = (study, f"{study}-ft")
     for name in names:
         SweepTracker(name, sqlite_uri).start({})
-    kinds = [client.get_experiment_by_name(f"autotune/{name}").tags[EXPERIMENT_KIND_TAG] for name in names]
+    kinds: list[str] = []
+    for name in names:
+        experiment = client.get_experiment_by_name(f"autotune/{name}")
+        assert experiment is not None
+        kinds.append(experiment.tags[EXPERIMENT_KIND_TAG])
     assert kinds == [EXPERIMENT_KIND, "finetuning"]
 
 
@@ -324,6 +336,7 @@ def test_the_run_of_a_trial_whose_worker_died_while_recording_it_is_deleted(sqli
     as MLflow deletes), so MLflow shows no trial the records do not."""
     tracker = SweepTracker(study, sqlite_uri)
     parent_id = tracker.start({})
+    assert parent_id is not None
     sweep = Sweep(tracker)
     sweep.log(ok(100.0), default=True)
     running = sweep.study.ask()  # the trial being recorded when its worker died: attributes written, no kind yet

@@ -218,6 +218,7 @@ def test_log_trial_makes_one_child_run_per_trial(tracking_uri: str, study: str, 
 def test_log_trial_is_idempotent(tracking_uri: str, study: str) -> None:
     tracker = SweepTracker(study, tracking_uri)
     parent_id = tracker.start({}, None)
+    assert parent_id is not None
     first = tracker.log_trial(record(5, ok_result()), None)
     # A resumed sweep (a new tracker, a new process) logging the same trial again.
     again = SweepTracker(study, tracking_uri).log_trial(record(5, ok_result(throughput=1.0)), None)
@@ -230,6 +231,7 @@ def test_log_trial_is_idempotent(tracking_uri: str, study: str) -> None:
 def test_log_trial_completes_a_run_left_running_by_an_outage(tracking_uri: str, study: str) -> None:
     tracker = SweepTracker(study, tracking_uri)
     parent_id = tracker.start({}, None)
+    assert parent_id is not None
     client = MlflowClient(tracking_uri)
     experiment_id = client.get_run(parent_id).info.experiment_id
     # What an outage between create_run and log_batch leaves behind.
@@ -273,6 +275,7 @@ def test_finish_logs_summary_and_artifacts(tracking_uri: str, study: str, tmp_pa
 def test_duplicate_parents_resolve_to_the_oldest(sqlite_uri: str, study: str) -> None:
     tracker = SweepTracker(study, sqlite_uri)
     oldest = tracker.start({}, None)
+    assert oldest is not None
     client = MlflowClient(sqlite_uri)
     experiment_id = client.get_run(oldest).info.experiment_id
     # What two workers starting the same sweep at the same moment could leave behind.
@@ -283,6 +286,7 @@ def test_duplicate_parents_resolve_to_the_oldest(sqlite_uri: str, study: str) ->
 def test_sqlite_artifacts_live_next_to_the_database(sqlite_uri: str, study: str) -> None:
     tracker = SweepTracker(study, sqlite_uri)
     parent_id = tracker.start({}, None)
+    assert parent_id is not None
     artifact_uri = MlflowClient(sqlite_uri).get_run(parent_id).info.artifact_uri
     db_dir = Path(sqlite_uri.removeprefix("sqlite:///")).parent
     assert artifact_uri.startswith(str(db_dir / "mlruns" / "autotune" / study))

@@ -13,7 +13,7 @@ from torch.profiler import record_function
 
 from autotune.trial.kernel_categories import CATEGORIES
 from autotune.trial.profiler import capture
-from autotune.workloads import build
+from autotune.workloads import Workload, build
 
 # A slow loader: far longer than the tiny model's step (about 15 ms here; 62 ms once on a loaded 2-core machine,
 # where a 30 ms wait was then a third of the step).
@@ -23,15 +23,16 @@ WAIT_S = 0.2
 def training_step(device: torch.device, wait_s: float = 0.0) -> Callable[[int], None]:
     """One step of the tiny built-in ResNet on host data, as the trial job runs it: fetch (a data wait), copy, train."""
     workload = build("resnet50", "tiny", {}, device)
-    assert workload.make_batch is not None
-    optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-3)
+    assert isinstance(workload, Workload) and workload.make_batch is not None and workload.loss_fn is not None
+    model, loss_fn = workload.model, workload.loss_fn
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     images, labels = workload.make_batch(4, torch.device("cpu"))
 
     def step(i: int) -> None:
         with record_function("autotune.data_wait"):
             time.sleep(wait_s)
             inputs, targets = images.to(device), labels.to(device)
-        loss = workload.loss_fn(workload.model(inputs), targets)
+        loss = loss_fn(model(inputs), targets)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

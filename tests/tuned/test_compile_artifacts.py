@@ -429,6 +429,7 @@ def test_the_sweep_logs_the_winners_artifacts_beside_best_config(tmp_path: Path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     tracker = SweepTracker(STUDY, uri)
     parent = tracker.start({}, None)
+    assert parent is not None
     tracker.finish(records, {}, texts, files=files)
     logged = {item.path for item in MlflowClient(uri).list_artifacts(parent)}
     assert {"best_config.yaml", "best_config.compile-artifacts.bin"} <= logged

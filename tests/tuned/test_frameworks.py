@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 from transformers import Trainer, TrainingArguments
+from transformers.trainer_pt_utils import AcceleratorConfig
 from transformers.training_args import OptimizerNames
 
 from autotune.errors import AutotuneError
@@ -39,14 +40,16 @@ TUNED: dict[str, Any] = {
 DEFAULTS: dict[str, Any] = Knobs().to_params()
 LISTED_KERNEL = "user_kernels:scaled_add"
 KERNELS = {LISTED_KERNEL: {"kwargs": {"BLOCK": 128}, "num_warps": 4, "num_stages": 2}, "triton_matmul": {}}
+# torch.backends as these tests use it: its generic fp32_precision setting is missing from torch's stubs.
+_BACKENDS: Any = torch.backends
 
 
 @pytest.fixture(autouse=True)
 def restore_backend_flags() -> Iterator[None]:
     """Lightning's benchmark= and TrainingArguments' tf32= set process-wide flags: later tests must not see them."""
-    saved = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.fp32_precision)
+    saved = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, _BACKENDS.fp32_precision)
     yield
-    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.fp32_precision = saved
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, _BACKENDS.fp32_precision = saved
 
 
 def framework_warnings(convert: Any, knobs: dict[str, Any], **kwargs: Any) -> tuple[dict[str, Any], list[Any]]:
@@ -101,7 +104,7 @@ def test_hf_training_args_carry_every_tuned_setting(tmp_path: Path) -> None:
         3,
         True,
     )
-    assert args.accelerator_config.non_blocking is True
+    assert isinstance(args.accelerator_config, AcceleratorConfig) and args.accelerator_config.non_blocking is True
 
 
 @pytest.mark.parametrize(
@@ -308,7 +311,9 @@ def test_hf_trainer_fits_with_the_tuned_arguments(tmp_path: Path) -> None:
     trainer.train()
     assert trainer.state.global_step == 2
     assert model.steps == [(4, torch.bfloat16)] * 2
-    assert trainer.optimizer.optimizer.defaults["fused"] is True  # AcceleratedOptimizer around a fused AdamW
+    # accelerate's AcceleratedOptimizer around a fused AdamW (accelerate has no type information: Any here)
+    wrapped: Any = trainer.optimizer
+    assert wrapped.optimizer.defaults["fused"] is True
     loader = trainer.get_train_dataloader()
     assert (loader.num_workers, loader.prefetch_factor, loader.persistent_workers) == (2, 3, True)
     assert not torch.equal(model.linear.weight, before)

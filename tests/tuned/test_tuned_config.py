@@ -25,6 +25,7 @@ def test_apply_trains_a_conv_net_as_the_trials_did(tmp_path: Path) -> None:
     cfg = autotune.load(path)
     torch.manual_seed(0)
     work = workloads.build("resnet50", "tiny", {}, torch.device("cpu"))
+    assert isinstance(work, workloads.Workload) and work.make_batch is not None and work.loss_fn is not None
     optimizer = torch.optim.AdamW(work.model.parameters(), lr=1e-3)
     model, step_ctx = cfg.apply(work.model, optimizer)
     assert step_ctx.autocast_dtype is torch.bfloat16 and step_ctx.channels_last_inputs

@@ -325,4 +325,6 @@ def _search(tracking: str, role: str = "trial") -> list[Any]:
             )
         )
     finally:
-        mlflow.set_tracking_uri(None)  # unset: the global (and the variable it sets) would outlive this test
+        # unset: the global (and the variable it sets) would outlive this test; mlflow takes None for it, though
+        # its annotation leaves None out
+        mlflow.set_tracking_uri(None)  # type: ignore[arg-type]

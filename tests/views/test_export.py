@@ -103,7 +103,14 @@ def test_export_of_a_kernel_study(tmp_path: Path) -> None:
     path = tmp_path / "kernels.yaml"
     export(s, info, path)
     config = load(path)
-    expected = {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3, "GROUP_M": 8}
+    expected: dict[str, int | str] = {
+        "BLOCK_M": 32,
+        "BLOCK_N": 64,
+        "BLOCK_K": 32,
+        "num_warps": 4,
+        "num_stages": 3,
+        "GROUP_M": 8,
+    }
     expected["kernel"] = "tiled"  # the variant; records made before it existed ran the tiled kernel
     assert config.kernels == {"triton_matmul": {"64x64x64:bf16": expected}}
     assert config.kernel_config("triton_matmul", 64, 64, 64, torch.bfloat16) == expected
@@ -163,7 +170,9 @@ def test_compile_scope_blocks_goes_through_export_to_apply(tmp_path: Path, info:
     assert (written["compile_mode"], written["compile_scope"]) == ("reduce-overhead", "blocks")
     cfg = load(path)
     assert cfg.to_knobs().compile_scope == "blocks"
-    model = workloads.build("gpt2", "tiny", {}, torch.device("cpu")).model
+    work = workloads.build("gpt2", "tiny", {}, torch.device("cpu"))
+    assert isinstance(work, workloads.Workload)
+    model = work.model
     assert isinstance(model, GPT)  # it names its 2 transformer blocks
     applied, step_ctx = cfg.apply(model, torch.optim.AdamW(model.parameters()))
     assert applied is model  # compiled in place: the same module, its blocks compiled (on their first call)

@@ -12,7 +12,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -64,9 +66,9 @@ def _verify(path: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def _edited(tuned: Path, tmp_path: Path, edit: object) -> Path:
+def _edited(tuned: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], object]) -> Path:
     data = yaml.safe_load(tuned.read_text())
-    edit(data["provenance"])  # type: ignore[operator]
+    edit(data["provenance"])
     path = tmp_path / "edited.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -81,7 +83,7 @@ def test_the_exported_config_holds_on_the_machine_it_was_tuned_on(tuned: Path) -
 
 
 def test_a_figure_far_above_what_this_machine_measures_is_a_regression(tuned: Path, tmp_path: Path) -> None:
-    def inflate(provenance: dict) -> None:  # type: ignore[type-arg]
+    def inflate(provenance: dict[str, Any]) -> None:
         provenance["metrics"]["remeasured"]["median"] *= 10
 
     done = _verify(_edited(tuned, tmp_path, inflate))
@@ -94,7 +96,7 @@ def test_a_figure_far_above_what_this_machine_measures_is_a_regression(tuned: Pa
 
 
 def test_a_lost_speedup_on_other_software_names_the_change(tuned: Path, tmp_path: Path) -> None:
-    def elsewhere(provenance: dict) -> None:  # type: ignore[type-arg]
+    def elsewhere(provenance: dict[str, Any]) -> None:
         provenance["env"]["torch"] = "2.11.0+cu130"
         provenance["metrics"]["speedup_vs_default"] *= 10
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
@@ -83,7 +85,7 @@ def test_cpu_and_gpu_augment_give_the_same_batch(dataset_class: type[HostImages]
     """Same pool, same seed, so the same crop and flip choices: the same normalised tensor whichever side augments."""
     indices = list(range(40))  # past the pool's 24: index i reads image i % 24
 
-    def fetch(augment: str) -> object:
+    def fetch(augment: str) -> tuple[Any, torch.Tensor]:
         dataset = dataset_class(POOL, augment)
         torch.manual_seed(7)
         if dataset_class is HostImageBatches:
@@ -92,13 +94,13 @@ def test_cpu_and_gpu_augment_give_the_same_batch(dataset_class: type[HostImages]
 
     on_host = fetch("cpu")
     shipped = fetch("gpu")
-    (raw, crops), labels = shipped  # type: ignore[misc]
+    (raw, crops), labels = shipped
     assert raw.dtype == torch.uint8 and raw.shape == (40, 3, 36, 36)
     assert set(crops[:, 2].tolist()) == {0, 1}  # some flipped, some not: the comparison covers both
-    on_device = DeviceAugment(SIZE)(shipped)  # type: ignore[arg-type]
-    assert on_host[0].shape == on_device[0].shape == (40, 3, SIZE, SIZE)  # type: ignore[index]
-    assert torch.allclose(on_host[0], on_device[0], rtol=0, atol=1e-6)  # type: ignore[index]
-    assert torch.equal(on_host[1], labels) and torch.equal(labels, POOL.labels[torch.tensor(indices) % 24])  # type: ignore[index]
+    on_device = DeviceAugment(SIZE)(shipped)
+    assert on_host[0].shape == on_device[0].shape == (40, 3, SIZE, SIZE)
+    assert torch.allclose(on_host[0], on_device[0], rtol=0, atol=1e-6)
+    assert torch.equal(on_host[1], labels) and torch.equal(labels, POOL.labels[torch.tensor(indices) % 24])
 
 
 def test_an_epoch_is_imagenet_long_and_wraps_around_the_pool() -> None:

@@ -52,6 +52,7 @@ def test_host_data_gives_a_dataset_that_a_step_trains_on(
     assert isinstance(work, workloads.Workload) and work.make_batch is None
     assert type(work.dataset) is dataset_class and work.collate_fn is collate_fn
     assert (work.device_transform == DeviceAugment(TINY.image)) if augment == "gpu" else work.device_transform is None
+    assert work.dataset is not None
     loader = DataLoader(work.dataset, batch_size=4, shuffle=True, drop_last=True, collate_fn=work.collate_fn)
     batch = next(iter(loader))
     images, labels = work.device_transform(batch) if work.device_transform else batch
