@@ -87,21 +87,25 @@ def _forked_child_uses_cuda() -> str:
 
 
 def _child_cuda_check() -> int:
-    """In the forked child: 0 when CUDA works, 2 without a GPU, 1 when CUDA refuses (its reason on stderr). Never
-    returns by an exception: the caller exits at once, so the child never runs on in the parent's code."""
+    """In the forked child: 0 when the device check a ``--gpus`` worker runs before each trial passes
+    (:func:`autotune.devicecheck.probe`: the device initialises, small kernels give the right numbers), 2 without a
+    GPU, 1 when it fails (its line on stderr). Never returns by an exception: the caller exits at once, so the child
+    never runs on in the parent's code."""
     signal.alarm(60)  # a child deadlocked by a lock some parent thread held at fork ends, reported as a signal
     try:
         import torch
 
+        from autotune.devicecheck import probe
+
         if not torch.backends.cuda.is_built() or not os.path.exists("/dev/nvidiactl"):
             return 2  # decided without the CUDA runtime, which a spoilt fork would make answer "no GPU"
-        torch.cuda.init()
-        torch.zeros(1, device="cuda").add_(1)
-        torch.cuda.synchronize()
+        problem = probe("cuda")
+    except BaseException as error:  # Ctrl-C included: the child must not run on
+        problem = f"{type(error).__name__}: {error}"
+    if problem is None:
         return 0
-    except BaseException as error:  # any refusal is the answer, Ctrl-C included: the child must not run on
-        os.write(2, f"forked child: {type(error).__name__}: {error}\n".encode())
-        return 1
+    os.write(2, f"forked child: {problem}\n".encode())
+    return 1
 
 
 def _step_seconds(stats: pstats.Stats) -> list[tuple[str, float]]:
