@@ -27,11 +27,12 @@ from autotune.results import Status, TrialResult
 __all__ = ["ChildOutcome", "Running", "TrialRunner"]
 
 # Modules the forkserver imports once, so each trial process starts with them loaded. torch._dynamo
-# is imported by every optimizer's constructor (1.6-1.8 s). None of these starts a thread or touches
-# CUDA, so forking after them stays safe. Not Inductor: on a GPU machine (H200, torch 2.11) importing
-# torch._inductor.compile_fx starts threads and poisons fork, and every trial then failed with
-# "Cannot re-initialize CUDA in forked subprocess".
+# is imported by every optimizer's constructor (1.6-1.8 s); autotune.trial.preload, first, makes torch's
+# device queries go through NVML and then imports Inductor's compiler (3.8-4.6 s of every compiled trial on
+# an H100 host). None of these may initialise CUDA: a forked trial could not use it. That is checked on a GPU
+# by `scripts/trial_setup.py --imports` and tests/test_runner.py::test_trial_processes_use_cuda.
 PRELOAD = [
+    "autotune.trial.preload",
     "autotune.trial.job",
     "autotune.workloads.resnet50",
     "autotune.workloads.gpt2",

@@ -242,3 +242,23 @@ def test_warm_starts_the_trial_server_importing_torch_while_the_caller_goes_on()
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found["torch_in_server"], found
     assert found["warm_s"] < 1.0, found  # torch's import (seconds) was not the caller's
+
+
+def _server_state() -> dict[str, object]:
+    preload = sys.modules["autotune.trial.preload"]  # imported by the trial server, not by this test's process
+    return {
+        "variable": os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"),
+        "compiler_loaded": "torch._inductor.compile_fx" in sys.modules,
+        "preloadable": preload.compiler_preloadable(),
+    }
+
+
+def test_trials_start_with_the_servers_preloads(runner: TrialRunner) -> None:
+    """What autotune.trial.preload did in the trial server holds in each forked trial."""
+    outcome = runner.call(_server_state, (), 120)
+    assert outcome.failure is None and not outcome.timed_out, outcome
+    state = outcome.value
+    assert state["variable"] == "1"
+    assert state["compiler_loaded"] == state["preloadable"]
+    if not torch.backends.cuda.is_built():
+        assert state["compiler_loaded"], "a torch without CUDA cannot spoil fork: the compiler is preloaded"
