@@ -27,9 +27,9 @@ from autotune.results import Status, TrialResult
 __all__ = ["ChildOutcome", "Running", "TrialRunner"]
 
 # Modules the forkserver imports once, so each trial process starts with them loaded. torch._dynamo
-# is imported by every optimizer's constructor (1.6-1.8 s); autotune.trial.preload, first, makes torch's
-# device queries go through NVML and then imports Inductor's compiler (3.8-4.6 s of every compiled trial on
-# an H100 host). None of these may initialise CUDA: a forked trial could not use it. That is checked on a GPU
+# is imported by every optimizer's constructor (1.6-1.8 s); autotune.trial.preload, first, imports Inductor's
+# compiler (3.8-4.6 s of every compiled trial on an H100 host) with torch's device queries answered by NVML.
+# None of these may initialise CUDA: a forked trial could not use it. That is checked on a GPU
 # by `scripts/trial_setup.py --imports` and tests/test_runner.py::test_trial_processes_use_cuda.
 PRELOAD = [
     "autotune.trial.preload",

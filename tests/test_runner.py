@@ -254,11 +254,13 @@ def _server_state() -> dict[str, object]:
 
 
 def test_trials_start_with_the_servers_preloads(runner: TrialRunner) -> None:
-    """What autotune.trial.preload did in the trial server holds in each forked trial."""
+    """Each forked trial has what autotune.trial.preload imported in the trial server, and the caller's environment:
+    PYTORCH_NVML_BASED_CUDA_CHECK was set for that import only."""
     outcome = runner.call(_server_state, (), 120)
     assert outcome.failure is None and not outcome.timed_out, outcome
     state = outcome.value
-    assert state["variable"] == "1"
+    assert state["variable"] == os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
     assert state["compiler_loaded"] == state["preloadable"]
-    if not torch.backends.cuda.is_built():
-        assert state["compiler_loaded"], "a torch without CUDA cannot spoil fork: the compiler is preloaded"
+    if not torch.backends.cuda.is_built() or torch.cuda.is_available():
+        # No CUDA in torch cannot spoil fork; a GPU machine's NVML answers (else the ~4 s saving is silently lost)
+        assert state["compiler_loaded"], "the trial server did not preload Inductor's compiler"

@@ -1,5 +1,5 @@
-"""The trial server's first import: NVML-based device queries for it and its trials, and Inductor's compiler loaded
-where that leaves fork usable (a torch without CUDA, as here and in CI, always)."""
+"""The trial server's first import: Inductor's compiler loaded where torch answers its device queries from NVML (a
+torch without CUDA, as here and in CI, always), and the environment left as it was."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
+
+from autotune.trial import preload
 
 _IMPORTED = """
 import json, os, sys
@@ -17,7 +20,6 @@ print(json.dumps({
     "variable": os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"),
     "loaded": [m for m in preload.COMPILER_MODULES if m in sys.modules],
     "preloadable": preload.compiler_preloadable(),
-    "cuda_initialized": __import__("torch").cuda.is_initialized(),
 }))
 """
 
@@ -32,11 +34,42 @@ def _import_in_fresh_interpreter(variable: str | None) -> dict[str, object]:
     return found
 
 
-def test_importing_it_sets_nvml_based_queries_and_loads_the_compiler_where_fork_stays_usable() -> None:
-    found = _import_in_fresh_interpreter("0")  # set to something else first: the server's must be NVML's
-    assert found["variable"] == "1"
-    assert found["cuda_initialized"] is False
-    modules = ["torch._dynamo.repro.after_dynamo", "torch._inductor.compile_fx"]
-    assert found["loaded"] == (modules if found["preloadable"] else [])
+@pytest.mark.parametrize("variable", [None, "0"])
+def test_importing_it_loads_the_compiler_and_leaves_the_environment_as_it_was(variable: str | None) -> None:
+    found = _import_in_fresh_interpreter(variable)
+    assert found["variable"] == variable
+    assert found["loaded"] == (list(preload.COMPILER_MODULES) if found["preloadable"] else [])
     if not torch.backends.cuda.is_built():
         assert found["preloadable"] is True, "a torch without CUDA cannot spoil fork: the compiler is preloaded"
+
+
+@pytest.mark.parametrize(
+    ("built", "count_by_nvml", "preloadable"),
+    [
+        (False, None, True),  # no CUDA in torch: nothing to spoil
+        (True, lambda: 1, True),  # NVML counts a GPU
+        (True, lambda: 0, True),  # NVML answers: no GPU here (CUDA_VISIBLE_DEVICES="" too)
+        (True, lambda: -1, False),  # NVML failed or names MIG devices: torch would ask the CUDA runtime
+        (True, None, False),  # a torch without the NVML count
+    ],
+)
+def test_the_compiler_is_preloaded_only_where_nvml_answers_torch(
+    monkeypatch: pytest.MonkeyPatch, built: bool, count_by_nvml: object, preloadable: bool
+) -> None:
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: built)
+    if count_by_nvml is None:
+        monkeypatch.delattr(torch.cuda, "_device_count_nvml", raising=False)
+    else:
+        monkeypatch.setattr(torch.cuda, "_device_count_nvml", count_by_nvml)
+    assert preload.compiler_preloadable() is preloadable
+    assert preload.preload_compiler() is preloadable
+
+
+def test_the_nvml_variable_is_set_only_while_the_compiler_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str | None] = []
+    monkeypatch.setattr(preload.importlib, "import_module", lambda _: seen.append(os.environ.get(preload._NVML_CHECK)))
+    monkeypatch.setenv(preload._NVML_CHECK, "0")
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: False)
+    assert preload.preload_compiler() is True
+    assert seen == ["1", "1"]
+    assert os.environ[preload._NVML_CHECK] == "0"
