@@ -59,9 +59,9 @@ def _nvml_device_queries() -> Iterator[None]:
 
 def preload_compiler() -> bool:
     """Import :data:`COMPILER_MODULES` where :func:`compiler_preloadable` says so; whether they were imported."""
+    if not compiler_preloadable():  # its NVML count does not read PYTORCH_NVML_BASED_CUDA_CHECK
+        return False
     with _nvml_device_queries():
-        if not compiler_preloadable():
-            return False
         for module in COMPILER_MODULES:
             importlib.import_module(module)
     return True
