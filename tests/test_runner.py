@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from pythonpath import child_env
 
 from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.results import Status
@@ -133,10 +134,10 @@ def test_trial_dies_with_a_sigkilled_parent(tmp_path: Path) -> None:
     """A killed sweep must not leave its trial running (it would compete with the resumed sweep)."""
     script, pidfile = tmp_path / "parent.py", tmp_path / "helper.pid"
     script.write_text(KILLED_PARENT)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    parent = subprocess.Popen([sys.executable, str(script), str(pidfile)], env=env)
+    parent = subprocess.Popen([sys.executable, str(script), str(pidfile)], env=child_env())
     deadline = time.monotonic() + 60
     while not pidfile.exists() and time.monotonic() < deadline:
+        assert parent.poll() is None, f"the sweep's stand-in exited ({parent.returncode}) before its trial started"
         time.sleep(0.1)
     helper_pid = int(pidfile.read_text())
     parent.kill()

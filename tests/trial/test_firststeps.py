@@ -4,21 +4,18 @@ code 2 (the stage keeps that line as the rehearsal's reason); a good config prin
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-
-TESTS = Path(__file__).parents[1]
+from pythonpath import child_env
 
 
 def start(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}  # the tests' workloads, as a sweep's are on its path
     command = [sys.executable, "-m", "autotune.trial.firststeps", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=child_env())
 
 
 @pytest.mark.parametrize(
