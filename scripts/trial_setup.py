@@ -1,6 +1,7 @@
 """Where a trial's set-up goes: one trial run in this process as a forked trial runs, its phases timed.
 
     python3 scripts/trial_setup.py WORKLOAD PARAMS_JSON [--preset full] [--device cuda] [--cache DIR] [--top N]
+                                   [--whole]
     python3 scripts/trial_setup.py --imports MODULE [MODULE ...]
 
 The trial server's imports (``autotune.runner.PRELOAD``) come first and are not counted: a forked trial has them.
@@ -9,6 +10,10 @@ stops after its eager probe, before it compiles, and one without stops after its
 ``setup_s``, the cumulative seconds of each step of its set-up and of the eager probe (read from a profile of the
 run, so nothing is patched), and the ``--top`` functions by cumulative time. Run it twice with one ``--cache`` folder
 to see what a repeat of a configuration costs (the study's compile caches are that folder's).
+
+``--whole`` runs the trial to its end instead, with no pruning bar (its compile and measurement included), and
+prints PyTorch's own compile timers (``torch._dynamo.utils.compile_times``: seconds in each timed phase of Dynamo,
+AOTAutograd and Inductor, cache loads included) beside the profile: where a repeat's compile goes.
 
 ``--imports`` times importing each MODULE after the trial server's imports, in order, and says after each whether
 CUDA was initialized, which threads run, and whether a child forked then can use CUDA (the check that decides: a
@@ -117,13 +122,15 @@ def _step_seconds(stats: pstats.Stats) -> list[tuple[str, float]]:
     return found
 
 
-def profile_trial(workload: str, params: dict[str, object], preset: str, device: str, cache: str, top: int) -> None:
+def profile_trial(
+    workload: str, params: dict[str, object], preset: str, device: str, cache: str, top: int, whole: bool = False
+) -> None:
     print(f"trial server's imports: {_preload():.2f} s (not counted below)")
     from autotune.jobspec import Pruning, TrialSpec
     from autotune.trial.job import run_trial
 
     unreachable = Pruning(below=float("inf"), compile_gain=1.0, basis="scripts/trial_setup.py")
-    spec = TrialSpec(workload, params, preset, device, compile_cache_dir=cache, pruning=unreachable)
+    spec = TrialSpec(workload, params, preset, device, compile_cache_dir=cache, pruning=None if whole else unreachable)
     profile = cProfile.Profile()
     started = time.time()
     profile.enable()
@@ -134,6 +141,8 @@ def profile_trial(workload: str, params: dict[str, object], preset: str, device:
     print(f"{result.status.value} in {time.time() - started:.2f} s{recorded}")
     if result.reason:
         print(f"  reason: {result.reason}")
+    if whole:
+        _print_compile(result.metrics)
     stats = pstats.Stats(profile)
     for step, seconds in _step_seconds(stats):
         print(f"  {step:40s} {seconds:7.2f} s")
@@ -141,6 +150,21 @@ def profile_trial(workload: str, params: dict[str, object], preset: str, device:
         text = io.StringIO()
         pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(top)
         print("\n".join(line for line in text.getvalue().splitlines() if line.strip()))
+
+
+def _print_compile(metrics: dict[str, float]) -> None:
+    """The trial's compile figures and torch's timers by phase (cumulative for this process: one trial ran)."""
+    from torch._dynamo.utils import compile_times
+
+    recorded = {name: round(float(value), 2) for name, value in metrics.items() if name.startswith("compile")}
+    print(f"  recorded: {recorded}, throughput {metrics.get('throughput', 0):,.1f}")
+    timers = compile_times(repr="csv", aggregate=True)  # (names, seconds as text), each a phase's total over its calls
+    assert isinstance(timers, tuple)
+    names, seconds = timers
+    print("  torch's compile timers (seconds, all calls):")
+    phases = zip(names, (float(str(value)) for value in seconds), strict=True)
+    for name, spent in sorted(phases, key=lambda row: -row[1]):
+        print(f"    {name:60s} {spent:8.3f}")
 
 
 def main() -> None:
@@ -151,6 +175,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--cache", help="the study's compile-cache folder (default: a new one)")
     parser.add_argument("--top", type=int, default=25, help="functions to print by cumulative time (0: none)")
+    parser.add_argument("--whole", action="store_true", help="run the trial through, print torch's compile timers")
     parser.add_argument("--imports", nargs="+", metavar="MODULE", help="time these imports instead of a trial")
     args = parser.parse_args()
     if args.imports:
@@ -161,7 +186,7 @@ def main() -> None:
     import tempfile
 
     cache = args.cache or tempfile.mkdtemp(prefix="trial-setup-")
-    profile_trial(args.workload, json.loads(args.params), args.preset, args.device, cache, args.top)
+    profile_trial(args.workload, json.loads(args.params), args.preset, args.device, cache, args.top, args.whole)
 
 
 if __name__ == "__main__":
