@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import io
+import time
 from pathlib import Path
 
 import optuna
 from study_records import measured_records
 from trial_workloads import outlier_space
 
-from autotune.records import schema
+from autotune.records import StudyRecords, schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.sweep.context import SweepContext
+from autotune.sweep.executors import TrialExecutor
+from autotune.sweep.remeasure import Remeasure
 from autotune.tuned.file import load
 from autotune.views.export import export
 from autotune.views.leaderboard import leaderboard
@@ -46,3 +51,49 @@ def test_remeasurement_dethrones_a_lucky_first_measurement(tmp_path: Path) -> No
     tuned = export(study, info, tmp_path / "tuned.yaml")
     assert tuned.params == {"config": "steady"}
     assert load(tmp_path / "tuned.yaml").provenance["trial"] == winner.trial
+
+
+def _sweep_outlier(tmp_path: Path, top: int, timeout_s: float | None = None) -> tuple[optuna.Study, str]:
+    space_file = tmp_path / "outlier.yaml"
+    space_file.write_text(outlier_space(tmp_path / "lucky.marker", ("steady", "lucky")))
+    storage = f"sqlite:///{tmp_path}/study.db"
+    options = SweepOptions(storage=storage, tracking=False, remeasure_top=top, remeasure_repeats=2, timeout_s=timeout_s)
+    log = tmp_path / "progress.log"
+    with log.open("w") as stream:
+        run_sweep(load_space(space_file), options, Progress(None, None, stream))
+    return optuna.load_study(study_name="outlier", storage=storage), log.read_text()
+
+
+def test_a_leader_measured_once_is_remeasured_too(tmp_path: Path) -> None:
+    # Top 1: the lucky trial is re-measured and falls below the steady one, which then leads on one measurement.
+    study, log = _sweep_outlier(tmp_path, top=1)
+    info = schema.load_study_info(study)
+    assert info is not None
+    rows = leaderboard(study, info)
+    winner = next(r for r in rows if r.rank == 1)
+    assert winner.params["config"] == "steady"
+    assert winner.remeasured is not None and len(winner.remeasured["values"]) == 2
+    assert f"trial {winner.trial} leads on one measurement now" in log
+    assert log.count("re-measuring trial") == 2
+    export(study, info, tmp_path / "tuned.yaml")
+    assert load(tmp_path / "tuned.yaml").provenance["trial"] == winner.trial
+
+
+def test_a_leader_is_not_remeasured_past_the_time_limit(tmp_path: Path) -> None:
+    study, _ = _sweep_outlier(tmp_path, top=0)  # searched, nothing re-measured
+    info = schema.load_study_info(study)
+    assert info is not None
+    space = load_space(tmp_path / "outlier.yaml")
+    options = SweepOptions(storage=f"sqlite:///{tmp_path}/study.db", tracking=False)
+    said = io.StringIO()
+    records = StudyRecords.read(study, info)
+    ctx = SweepContext(
+        space, options, study, study._storage, info, records, TrialExecutor(space, options), Progress(None, None, said),
+        None,
+    )  # fmt: skip
+    Remeasure(top=1, repeats=2, deadline=time.time() - 1).run(ctx)  # the top 1 is re-measured whatever the limit
+
+    winner = next(r for r in leaderboard(study, info) if r.rank == 1)
+    assert winner.params["config"] == "steady" and winner.remeasured is None
+    assert f"trial {winner.trial} leads on one measurement: re-measuring it needs about" in said.getvalue()
+    assert said.getvalue().count("re-measuring trial") == 1
