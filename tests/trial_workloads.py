@@ -100,25 +100,30 @@ def cancelling(preset: str = "tiny") -> Workload:
 def outlier(preset: str = "tiny", config: str = "steady", marker: str = "") -> Workload:
     """``steady`` steps take 10 ms every time. ``lucky`` takes 2 ms in the first process that ever
     runs it (no ``marker`` file yet) and 30 ms in every later one: a first measurement that was an
-    outlier, as a lucky clock or a quiet neighbour gives on a real machine. ``slow``: 60 ms, always."""
+    outlier, as a lucky clock or a quiet neighbour gives on a real machine; ``lucky2`` the same with a marker of
+    its own. ``fragile``: 10 ms in the first process, and fails in every later one. ``slow``: 60 ms, always."""
     model, make_batch = _mlp_parts()
-    first_lucky = config == "lucky" and not Path(marker).exists()
-    if config == "lucky":
-        Path(marker).touch()
-    delays = {"steady": 0.010, "slow": 0.060, "lucky": 0.002 if first_lucky else 0.030}
+    delays = {"steady": 0.010, "slow": 0.060}
+    if config not in delays:  # lucky, lucky2, fragile: their first process differs from the rest
+        own_marker = Path(marker if config == "lucky" else f"{marker}.{config}")
+        first = not own_marker.exists()
+        own_marker.touch()
+        if config == "fragile" and not first:
+            raise RuntimeError("fragile: fails after its first run")
+        delays[config] = 0.010 if config == "fragile" else 0.002 if first else 0.030
     delay = delays[config]
     return Workload(_Hook(model, lambda: time.sleep(delay)), make_batch, F.cross_entropy)
 
 
-def outlier_space(marker: Path, configs: tuple[str, str]) -> str:
-    """A space of two ``outlier`` configurations, a grid measured once each (``marker`` as above)."""
+def outlier_space(marker: Path, configs: tuple[str, ...]) -> str:
+    """A space of ``outlier`` configurations, a grid measured once each (``marker`` as above)."""
     return f"""\
 workload: {{name: "trial_workloads:outlier", preset: tiny, args: {{marker: "{marker}"}}}}
 device: cpu
-budget: {{trials: 2, trial_timeout: 2m}}
+budget: {{trials: {len(configs)}, trial_timeout: 2m}}
 sampler: {{name: grid, seed: 0}}
 params:
-  config: [{configs[0]}, {configs[1]}]
+  config: [{", ".join(configs)}]
 """
 
 

@@ -175,12 +175,19 @@ class TrialRecord:
         return shown
 
     @property
+    def measured_once(self) -> bool:
+        """True while :attr:`value` is the trial's one measurement: not re-measured, or re-measured with no figure
+        to show for it (every run failed)."""
+        again = self.remeasured
+        return again is None or again.value_of(again.metric) is None or not again.values
+
+    @property
     def value_is(self) -> str:
         """Which figure :attr:`value` is: ``median of 3 re-measurements`` or ``one measurement``."""
         again = self.remeasured
-        if again is not None and again.value_of(again.metric) is not None and again.values:
-            return f"median of {len(again.values)} re-measurements"
-        return "one measurement"
+        if again is None or self.measured_once:
+            return "one measurement"
+        return f"median of {len(again.values)} re-measurements"
 
     @property
     def metrics(self) -> dict[str, Any]:

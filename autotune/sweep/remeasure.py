@@ -8,9 +8,12 @@ worker) is left as it is.
 
 A re-measured median can fall below a trial measured once, which then leads on that one measurement: on an H200
 (BENCHMARKS.md, sixteenth session) GPT-2's best single figure, re-measured, came 0.08% under the informed start's,
-and the sweep exported and rehearsed a winner it had measured once. So while the leader has not been re-measured it
-is re-measured too, up to k more trials, each where the sweep's time limit leaves room for its runs
-(:func:`~autotune.sweep.timelimit.remeasure_run_s`); a leader left on one measurement is said in one line.
+and the sweep exported and rehearsed a winner it had measured once. So while the leader is measured once
+(:attr:`~autotune.records.TrialRecord.measured_once`) it is re-measured too, up to k more trials, each where the
+sweep's time limit leaves room for its runs and for the stages after it
+(:meth:`~autotune.sweep.timelimit.TimeLimit.after_remeasuring`). A leader left on one measurement (no room, k more
+did not settle it, or its own re-measurement failed in every run) is said in one line. With ``finalists:`` the stage
+runs twice, before and after them, so up to 2k leaders may be re-measured.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from autotune.records import Remeasurement, TrialRecord, schema
 from autotune.records.trial import finite
 from autotune.results import TrialResult
 from autotune.sweep.context import SweepContext
-from autotune.sweep.timelimit import remeasure_run_s
+from autotune.sweep.timelimit import TimeLimit, remeasure_run_s
 from autotune.views.progress import format_duration
 
 __all__ = ["Remeasure", "medians"]
@@ -45,16 +48,16 @@ def medians(results: Sequence[TrialResult]) -> dict[str, float]:
 
 class Remeasure:
     """Re-measures the ``top`` ranked trials ``repeats`` times each, then a leader measured once (see the module
-    docstring); ``deadline``: the sweep's time limit (``time.time()``; None: none), which only the leaders heed."""
+    docstring); ``limit``: the sweep's time limit (None: none), which only the leaders heed."""
 
     name = "re-measure"
 
-    def __init__(self, top: int, repeats: int, deadline: float | None = None) -> None:
+    def __init__(self, top: int, repeats: int, limit: TimeLimit | None = None) -> None:
         if top < 0 or repeats < 0:
             raise ValueError(f"re-measure needs top >= 0 and repeats >= 0, got {top=}, {repeats=}")
         self.top = top
         self.repeats = repeats
-        self.deadline = deadline
+        self.limit = limit
 
     def run(self, ctx: SweepContext) -> None:
         if self.top == 0 or self.repeats == 0:
@@ -68,28 +71,42 @@ class Remeasure:
     def _settle_leader(self, ctx: SweepContext) -> None:
         """Re-measure the leader while it leads on one measurement: at most ``top`` more trials, within the limit."""
         for _ in range(self.top):
-            leader = self._unconfirmed_leader(ctx)
+            leader = self._leader_measured_once(ctx)
             if leader is None:
                 return
-            needed = self.repeats * remeasure_run_s(leader, ctx.records)
-            if self.deadline is not None and time.time() + needed > self.deadline:
-                ctx.progress.message(
-                    f"trial {leader.number} leads on one measurement: re-measuring it needs about"
-                    f" {format_duration(needed)}, more than the sweep's time limit leaves"
-                )
+            why_not = self._why_not_remeasured(ctx, leader)
+            if why_not is not None:
+                ctx.progress.message(f"trial {leader.number} leads on one measurement: {why_not}")
                 return
             ctx.progress.message(f"trial {leader.number} leads on one measurement now")
             self._note(ctx, leader)
-        if (leader := self._unconfirmed_leader(ctx)) is not None:
-            ctx.progress.message(
-                f"trial {leader.number} leads on one measurement: the {self.top} trials re-measured after the top"
-                f" {self.top} each fell below it"
-            )
+        if (leader := self._leader_measured_once(ctx)) is not None:
+            leaders = "the leader" if self.top == 1 else f"each of the {self.top} leaders"
+            why = self._failed(leader) or f"{leaders} re-measured after the top {self.top} fell below it"
+            ctx.progress.message(f"trial {leader.number} leads on one measurement: {why}")
 
     @staticmethod
-    def _unconfirmed_leader(ctx: SweepContext) -> TrialRecord | None:
+    def _leader_measured_once(ctx: SweepContext) -> TrialRecord | None:
         ranked = ctx.records.ranked
-        return ranked[0] if ranked and ranked[0].remeasured is None else None
+        return ranked[0] if ranked and ranked[0].measured_once else None
+
+    @staticmethod
+    def _failed(record: TrialRecord) -> str | None:
+        """Why ``record`` is measured once though it was re-measured (never run again: it would fail again)."""
+        return None if record.remeasured is None else "every run of its re-measurement failed"
+
+    def _why_not_remeasured(self, ctx: SweepContext, leader: TrialRecord) -> str | None:
+        """Why ``leader`` is not re-measured now: it was and failed, or the limit leaves no room; else None."""
+        if (failed := self._failed(leader)) is not None:
+            return failed
+        if self.limit is None or self.limit.deadline is None:
+            return None
+        runs = self.repeats * remeasure_run_s(leader, ctx.records)
+        later = self.limit.after_remeasuring(ctx.records)
+        if time.time() + runs + later <= self.limit.deadline:
+            return None
+        after = f", and the stages after it {format_duration(later)}" if later else ""
+        return f"re-measuring it needs about {format_duration(runs)}{after}: more than the sweep's time limit leaves"
 
     def _note(self, ctx: SweepContext, record: TrialRecord) -> None:
         """Re-measure ``record`` and store it on the study, the records and the tracker."""

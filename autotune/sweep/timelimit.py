@@ -6,8 +6,10 @@ are expected to take, and a typical search trial (:meth:`TimeLimit.search_over`)
 (``--remeasure-top``, each run compiling from the study's cache), then the finalists and their own
 re-measurement, and the rehearsal of the winner's production start (about one re-measurement). And the
 finalists stage starts a finalist only when it is expected to end, its re-measurement included, before the
-limit (:func:`finalist_estimate`); one that is not says so in one line. Re-measurements are never skipped
-(they decide the winner), nor is the report.
+limit (:func:`finalist_estimate`); one that is not says so in one line. The top's re-measurements are never
+skipped (they decide the winner), nor is the report; a leader re-measured after them (a trial measured once that
+leads once the top's medians fell below it, :mod:`autotune.sweep.remeasure`) is re-measured only where its runs,
+the finalists and the rehearsal are expected to end before the limit (:meth:`TimeLimit.after_remeasuring`).
 
 The estimates come from the study: a trial's measuring time is its duration less its compile; a
 finalist compiles as its search trial did (or as the study's median cold compile, when that is
@@ -24,7 +26,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from autotune.records import StudyRecords, TrialRecord
+from autotune.records import Remeasurement, StudyRecords, TrialRecord
 from autotune.search.costmodel import graph_key
 from autotune.space import Space
 from autotune.space.settings import FinalistsSpec
@@ -156,14 +158,24 @@ def finalist_estimate(
     return Estimate(seconds, why)
 
 
+def _run_s(again: Remeasurement | None) -> float | None:
+    """Seconds a run of ``again`` took (None where it was not timed, or no run measured)."""
+    return again.seconds / len(again.values) if again is not None and again.seconds and again.values else None
+
+
 def remeasure_run_s(record: TrialRecord, records: StudyRecords) -> float:
-    """One re-measurement run of ``record``: its measuring, and its compile again from the study's cache; or what
-    its earlier re-measurements took, where it has them."""
-    again = record.remeasured
-    if again is not None and again.seconds and again.values:
-        return again.seconds / len(again.values)
+    """One re-measurement run of ``record``: what its earlier re-measurements took, where it has them; else its
+    measuring and its compile again from the study's cache, but no more than the longest run of the study's
+    re-measurements. A trial's own measuring counts the eager probe that may prune it, which a re-measurement does
+    not run: on an H200 GPT-2's informed start was reckoned at about 25 s a run from its trial, and the
+    re-measurements of a trial like it took 9.4 s a run."""
+    own = _run_s(record.remeasured)
+    if own is not None:
+        return own
     compile_s = _base_compile_s(record, _cold_compile_s(records)) if record.compiled else 0.0
-    return _measuring_s(record) + CACHED_COMPILE * compile_s
+    estimate = _measuring_s(record) + CACHED_COMPILE * compile_s
+    timed = [run for other in records.measured if (run := _run_s(other.remeasured)) is not None]
+    return min(estimate, max(timed)) if timed else estimate
 
 
 def _typical_trial_s(records: StudyRecords) -> float:
@@ -206,6 +218,18 @@ class TimeLimit:
             for record in records.ranked[: self.options.remeasure_top]:
                 if record.remeasured is None:
                     total += self.remeasure_runs * remeasure_run_s(record, records)
+        return min(total + self._later_stages_s(records, cap - total), cap)
+
+    def after_remeasuring(self, records: StudyRecords) -> float:
+        """Seconds the stages after re-measuring are expected to take, from what the study holds now: the
+        finalists not measured yet (those that fit in :data:`MAX_RESERVE_SHARE` of the limit) and the rehearsal."""
+        cap = MAX_RESERVE_SHARE * self.limit_s if self.limit_s else float("inf")
+        return self._later_stages_s(records, cap)
+
+    def _later_stages_s(self, records: StudyRecords, room: float) -> float:
+        """The rehearsal of the winner's start (about one run) and the finalists not measured yet, each counted
+        only where it fits in what is left of ``room``."""
+        total = 0.0
         if self.options.rehearse_start and records.ranked and records.ranked[0].rehearsable:
             total += remeasure_run_s(records.ranked[0], records)  # the winner's start, rehearsed: about one run
         spec = self.space.finalists
@@ -214,9 +238,9 @@ class TimeLimit:
             for source in finalist_sources(records, spec):
                 if records.measured_with({**source.params, **overrides}) is None:
                     needs = finalist_estimate(source, spec, records, self.remeasure_runs).seconds
-                    if total + needs <= cap:
+                    if total + needs <= room:
                         total += needs
-        return min(total, cap)
+        return total
 
     def search_over(self, records: StudyRecords, now: float | None = None) -> str | None:
         """Why the search stops for time: the limit passed, or the time left is what the finishing stages need and

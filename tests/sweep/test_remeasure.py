@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import optuna
+import pytest
 from study_records import measured_records
 from trial_workloads import outlier_space
 
@@ -16,6 +17,7 @@ from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.context import SweepContext
 from autotune.sweep.executors import TrialExecutor
 from autotune.sweep.remeasure import Remeasure
+from autotune.sweep.timelimit import TimeLimit
 from autotune.tuned.file import load
 from autotune.views.export import export
 from autotune.views.leaderboard import leaderboard
@@ -53,9 +55,11 @@ def test_remeasurement_dethrones_a_lucky_first_measurement(tmp_path: Path) -> No
     assert load(tmp_path / "tuned.yaml").provenance["trial"] == winner.trial
 
 
-def _sweep_outlier(tmp_path: Path, top: int, timeout_s: float | None = None) -> tuple[optuna.Study, str]:
+def _sweep_outlier(
+    tmp_path: Path, top: int, timeout_s: float | None = None, configs: tuple[str, ...] = ("steady", "lucky")
+) -> tuple[optuna.Study, str]:
     space_file = tmp_path / "outlier.yaml"
-    space_file.write_text(outlier_space(tmp_path / "lucky.marker", ("steady", "lucky")))
+    space_file.write_text(outlier_space(tmp_path / "lucky.marker", configs))
     storage = f"sqlite:///{tmp_path}/study.db"
     options = SweepOptions(storage=storage, tracking=False, remeasure_top=top, remeasure_repeats=2, timeout_s=timeout_s)
     log = tmp_path / "progress.log"
@@ -91,9 +95,37 @@ def test_a_leader_is_not_remeasured_past_the_time_limit(tmp_path: Path) -> None:
         space, options, study, study._storage, info, records, TrialExecutor(space, options), Progress(None, None, said),
         None,
     )  # fmt: skip
-    Remeasure(top=1, repeats=2, deadline=time.time() - 1).run(ctx)  # the top 1 is re-measured whatever the limit
+    limit = TimeLimit(time.time() - 1, 60.0, space, options)
+    Remeasure(top=1, repeats=2, limit=limit).run(ctx)  # the top 1 is re-measured whatever the limit
 
     winner = next(r for r in leaderboard(study, info) if r.rank == 1)
     assert winner.params["config"] == "steady" and winner.remeasured is None
     assert f"trial {winner.trial} leads on one measurement: re-measuring it needs about" in said.getvalue()
     assert said.getvalue().count("re-measuring trial") == 1
+
+
+def test_a_leader_left_on_one_measurement_after_top_more_is_said(tmp_path: Path) -> None:
+    # Top 1: both lucky trials lead in turn and fall; the steady one then leads, measured once, and no more are.
+    study, log = _sweep_outlier(tmp_path, top=1, configs=("steady", "lucky", "lucky2"))
+    info = schema.load_study_info(study)
+    assert info is not None
+    winner = StudyRecords.read(study, info).ranked[0]
+    assert winner.params["config"] == "steady" and winner.measured_once
+    assert log.count("re-measuring trial") == 2
+    assert (
+        f"trial {winner.number} leads on one measurement: the leader re-measured after the top 1 fell below it" in log
+    )
+
+
+@pytest.mark.parametrize("top", [1, 2])
+def test_a_leader_whose_remeasurement_failed_is_not_run_again(tmp_path: Path, top: int) -> None:
+    # The fragile configuration fails in every process after its first. Top 1: it leads once the lucky one falls,
+    # is re-measured, and fails; top 2: it was re-measured with the top and failed. Either way once, and said.
+    study, log = _sweep_outlier(tmp_path, top=top, configs=("fragile", "lucky"))
+    info = schema.load_study_info(study)
+    assert info is not None
+    winner = StudyRecords.read(study, info).ranked[0]
+    assert winner.params["config"] == "fragile" and winner.measured_once
+    assert winner.remeasured is not None and winner.value_is == "one measurement"
+    assert log.count(f"re-measuring trial {winner.number} ") == 1
+    assert f"trial {winner.number} leads on one measurement: every run of its re-measurement failed" in log

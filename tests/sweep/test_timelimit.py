@@ -19,7 +19,7 @@ from autotune.space import load_space
 from autotune.space.settings import FinalistsSpec
 from autotune.sweep import Sweep, SweepOptions, run_sweep
 from autotune.sweep.setup import trial_budget
-from autotune.sweep.timelimit import TimeLimit, finalist_estimate, finalist_sources
+from autotune.sweep.timelimit import TimeLimit, finalist_estimate, finalist_sources, remeasure_run_s
 from autotune.trial.compilecache import study_cache_dir
 from autotune.views.progress import Progress
 
@@ -100,6 +100,27 @@ def test_the_search_leaves_the_finishing_stages_their_time(tmp_path: Path) -> No
     assert limit(tmp_path, deadline, replay=tmp_path / "r.json").reserve(found) == 0.0
     assert limit(tmp_path, deadline).search_over(found, now=deadline) == "sweep time limit reached"
     assert limit(tmp_path, None).search_over(found) is None
+
+
+def test_after_remeasuring_come_the_rehearsal_and_the_finalists_and_timed_runs_bound_a_run(tmp_path: Path) -> None:
+    study = make_study(None, INFO)
+    eager = add_timed(study, "none", seconds=10.0, compile_s=0.0, value=50.0)
+    compiled = add_timed(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
+    found = records(study)
+    # The winner's start rehearsed (about one run: 25 s measuring, a tenth of its compile) and its finalist (25 + 150,
+    # 2 re-measurements of 40 s); with a 400 s limit the finalist does not fit in its half, and is not counted.
+    assert limit(tmp_path, 10_000.0).after_remeasuring(found) == pytest.approx(27.5 + 25 + 150 + 2 * 40)
+    assert limit(tmp_path, 10_000.0, timeout="400s").after_remeasuring(found) == pytest.approx(27.5)
+    # Once the study has timed re-measurement runs (here 2 runs of the eager trial in 8 s), a run of a trial not
+    # re-measured is reckoned at most as long as the longest of them: a trial's own figures count its pruning probe.
+    data = {"metric": "throughput", "values": [50.0, 51.0], "median": 50.5, "cv": 0.01, "seconds": 8.0}
+    study.set_user_attr(schema.remeasured_key(eager), data)
+    found = records(study)
+    assert remeasure_run_s(found.trial(eager), found) == pytest.approx(4.0)
+    assert remeasure_run_s(found.trial(compiled), found) == pytest.approx(4.0)
+    study.set_user_attr(schema.remeasured_key(eager), {**data, "seconds": 100.0})
+    found = records(study)
+    assert remeasure_run_s(found.trial(compiled), found) == pytest.approx(27.5)  # its own reckoning, when shorter
 
 
 def test_every_gpus_worker_keeps_the_sweeps_deadline(tmp_path: Path) -> None:
