@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
+from pythonpath import child_env
 
 HERE = Path(__file__).resolve().parent
 
@@ -21,8 +21,7 @@ def rel_error(out: torch.Tensor | None, ref: torch.Tensor | None) -> float:
 def run_interpreted(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python ARGS`` in ``cwd`` under Triton's CPU interpreter (``TRITON_INTERPRET=1`` must be set before a
     process imports triton), with ``user_kernels`` and the tests' helpers importable; it must succeed."""
-    path = os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
+    env = child_env(HERE, HERE.parent, TRITON_INTERPRET="1")
     done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return done

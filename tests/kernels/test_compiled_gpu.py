@@ -8,7 +8,6 @@ launches, its benchmarking and inductor's caches must not leak between modes.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+from pythonpath import child_env
 
 HERE = Path(__file__).resolve().parent
 
@@ -67,7 +67,7 @@ print(json.dumps({
 
 
 def _run(mode: str, block: int) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = child_env(HERE)
     done = subprocess.run(
         [sys.executable, "-c", _SCRIPT, mode, str(block)], env=env, capture_output=True, text=True, timeout=600
     )

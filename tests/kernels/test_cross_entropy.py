@@ -11,7 +11,6 @@ compiled, at GPT-2's sizes.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 from checks import rel_error
+from pythonpath import child_env
 
 from autotune.errors import AutotuneError
 from autotune.kernels import cross_entropy as ce
@@ -145,8 +145,7 @@ json.dump(out, sys.stdout)
 
 def _interpret(script: str, *args: str) -> dict[str, Any]:
     """``script``'s JSON output, run in a fresh process with ``TRITON_INTERPRET=1``."""
-    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(path)}
+    env = child_env(REPO, TRITON_INTERPRET="1")
     done = subprocess.run(
         [sys.executable, "-c", script, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )

@@ -10,7 +10,6 @@ same checks compiled, at GPT-2's sizes.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 import torch
 from checks import rel_error
+from pythonpath import child_env
 from torch import nn
 
 from autotune.errors import AutotuneError
@@ -117,8 +117,7 @@ json.dump(out, sys.stdout)
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, Any]:
     """What the kernels computed in a process started with ``TRITON_INTERPRET=1``."""
-    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(path)}
+    env = child_env(REPO, TRITON_INTERPRET="1")
     done = subprocess.run(
         [sys.executable, "-c", _SCRIPT, json.dumps(CONFIGS)],
         cwd=REPO,

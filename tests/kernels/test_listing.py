@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pythonpath import child_env
 
 from autotune.errors import AutotuneError
 from autotune.kernels.listing import load_kernel
@@ -64,7 +64,7 @@ json.dump(out, sys.stdout)
 
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, Any]:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = child_env(HERE, TRITON_INTERPRET="1")
     done = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 import torch
+from pythonpath import child_env
 from triton.runtime.errors import OutOfResources
 
 from autotune.errors import AutotuneError, NumericsError
@@ -61,8 +61,7 @@ json.dump(out, sys.stdout)
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, Any]:
     """What the kernel computed in a process started with ``TRITON_INTERPRET=1``."""
-    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(path)}
+    env = child_env(REPO, TRITON_INTERPRET="1")
     done = subprocess.run(
         [sys.executable, "-c", _SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
     )

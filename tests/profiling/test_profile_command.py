@@ -9,7 +9,6 @@ imports and its own torch-preloading forkserver.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
+from pythonpath import child_env
 
 from autotune.profiling import DEFAULT_STEPS, profile_study, space_of
 from autotune.profiling.table import WIDTH
@@ -52,8 +52,7 @@ params:
 
 
 def autotune(*args: str, cwd: Path, tracking_uri: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(TESTS)  # trial_workloads, for trial processes too
+    env = child_env(without=["MLFLOW_TRACKING_URI"])  # trial_workloads, for trial processes too
     if tracking_uri:
         env["MLFLOW_TRACKING_URI"] = tracking_uri
     command = [sys.executable, "-m", "autotune", *args]

@@ -22,6 +22,7 @@ from pathlib import Path
 import optuna
 import pytest
 from optuna.exceptions import StorageInternalError
+from pythonpath import child_env
 from replay_records import MATMUL_RECORDS
 from tmpfs import fill, mounted_tmpfs, remount_read_only
 
@@ -170,8 +171,7 @@ def test_faults_named_passes_other_errors_through(tmp_path: Path) -> None:
 
 def autotune(folder: Path, *args: str, unprivileged: bool = False) -> subprocess.CompletedProcess[str]:
     """``autotune ARGS`` in ``folder``; ``unprivileged``: bound by file modes, as root is not (see below)."""
-    tests = str(Path(__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
+    env = child_env()
     command = [sys.executable, "-m", "autotune", *args]
     if unprivileged and os.geteuid() == 0:
         command = _without_root_privileges(command)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from pythonpath import child_env
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
@@ -35,9 +35,7 @@ params:
 
 def environment(workdir: Path) -> dict[str, str]:
     """The workloads importable by trial processes; device locks in ``workdir`` (TMPDIR); no MLflow server."""
-    path = os.pathsep.join(filter(None, [str(HERE), str(TESTS), os.environ.get("PYTHONPATH")]))
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    return {**env, "PYTHONPATH": path, "TMPDIR": str(workdir)}
+    return child_env(HERE, TESTS, without=["MLFLOW_TRACKING_URI"], TMPDIR=str(workdir))
 
 
 def sweep_args(space: Path, *extra: str) -> list[str]:

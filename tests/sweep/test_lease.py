@@ -3,7 +3,6 @@ holder that died is taken over (at once on this host, by its pid; after expiry f
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from pythonpath import child_env
 
 from autotune.storage.rdb import close_storage, open_storage
 from autotune.sweep.lease import FINISH, LeaseTable, held, open_leases, searching
@@ -47,7 +47,7 @@ def leases_of(url: str, name: str) -> LeaseTable:
 
 def holders(workdir: Path, url: str, name: str, count: int) -> list[subprocess.Popen[str]]:
     """``count`` processes that try to take the lease at the same moment, then stay (see lease_holder.py)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    env = child_env(HERE)
     command = [sys.executable, str(HERE / "lease_holder.py"), url, name]
     procs = [subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, text=True) for _ in range(count)]
     (workdir / "go").touch()

@@ -10,7 +10,6 @@ Debian's ``chromium`` (``.ci/run`` installs it), driven over the DevTools protoc
 from __future__ import annotations
 
 import importlib.util
-import os
 import struct
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import optuna
 import pytest
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
+from pythonpath import child_env
 
 from autotune.records import load_study_info
 from autotune.tracking.ui import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
@@ -73,8 +73,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     what the sweep printed."""
     folder = tmp_path_factory.mktemp("ui-sweep")
     (folder / f"{STUDY}.yaml").write_text(SPACE)
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # MLflow's default: ./mlflow.db
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
+    env = child_env(without=["MLFLOW_TRACKING_URI"])  # MLflow's default: ./mlflow.db
     command = [sys.executable, "-m", "autotune", "sweep", f"{STUDY}.yaml", "--remeasure-top", "2"]
     done = subprocess.run(
         [*command, "--remeasure-repeats", "1"], cwd=folder, env=env, capture_output=True, text=True, timeout=300

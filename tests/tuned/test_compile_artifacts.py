@@ -30,6 +30,7 @@ import pytest
 import torch
 import yaml
 from compile_workloads import BATCH, FIRST_STEPS, deep_mlp_model
+from pythonpath import child_env
 from recorded_studies import THROUGHPUT, add_trial, make_study
 from triton_folders import NAME, add_kernel
 
@@ -76,12 +77,12 @@ def study_with(tmp_path: Path, winner: TrialResult) -> tuple[optuna.Study, str]:
 
 def production(tuned: Path, caches: Path) -> subprocess.Popen[str]:
     """The production loop in a fresh process, its Inductor and Triton caches in ``caches`` (a new folder: empty)."""
-    env = {
-        **os.environ,
-        "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),  # the layout of a study's cache folder
-        "TRITON_CACHE_DIR": str(caches / "triton"),
-        "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = child_env(
+        TESTS.parent,
+        TESTS,
+        TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"),  # the layout of a study's cache folder
+        TRITON_CACHE_DIR=str(caches / "triton"),
+    )
     script = str(TESTS / "compile_workloads.py")
     return subprocess.Popen([sys.executable, script, str(tuned)], stdout=PIPE, stderr=PIPE, text=True, env=env)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from optuna.trial import TrialState
+from pythonpath import child_env
 
 from autotune.errors import AutotuneError
 from autotune.records import StudyInfo, StudyRecords, TrialKind, schema
@@ -304,8 +304,7 @@ def test_a_real_sweep_with_a_constraint_reads_the_same_everywhere(tmp_path: Path
 
 def run(folder: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
     """``autotune ARGS`` in ``folder``, the test workloads importable, no MLflow server in the environment."""
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])
+    env = child_env(without=["MLFLOW_TRACKING_URI"])
     command = [sys.executable, "-m", "autotune", *args]
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
 

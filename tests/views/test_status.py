@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from pythonpath import child_env
+
 HERE = Path(__file__).resolve().parents[1]
 SPACE = """\
 workload: {name: "trial_workloads:sleepy", preset: tiny, args: {seconds: 600.0}}
@@ -24,7 +26,7 @@ params:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    return child_env(HERE)
 
 
 def _status(folder: Path) -> str:

@@ -8,7 +8,6 @@ than the sweep had, past the 3% tolerance.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pythonpath import child_env
 
 from autotune.runner import TrialRunner
 from autotune.space import load_space
@@ -59,7 +59,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _verify(path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = child_env(HERE)
     return subprocess.run(
         [sys.executable, "-m", "autotune", "verify", str(path), "--repeats", "2"],
         env=env, capture_output=True, text=True, timeout=300,
