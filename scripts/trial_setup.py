@@ -13,7 +13,8 @@ to see what a repeat of a configuration costs (the study's compile caches are th
 
 ``--whole`` runs the trial to its end instead, with no pruning bar (its compile and measurement included), and
 prints PyTorch's own compile timers (``torch._dynamo.utils.compile_times``: seconds in each timed phase of Dynamo,
-AOTAutograd and Inductor, cache loads included) beside the profile: where a repeat's compile goes.
+AOTAutograd and Inductor, cache loads included; printed as a flat list, though the timed functions nest: an outer
+phase's figure includes the inner ones') beside the profile: where a repeat's compile goes.
 
 ``--imports`` times importing each MODULE after the trial server's imports, in order, and says after each whether
 CUDA was initialized, which threads run, and whether a child forked then can use CUDA (the check that decides: a
@@ -161,7 +162,9 @@ def _print_compile(metrics: dict[str, float]) -> None:
     timers = compile_times(repr="csv", aggregate=True)  # (names, seconds as text), each a phase's total over its calls
     assert isinstance(timers, tuple)
     names, seconds = timers
-    print("  torch's compile timers (seconds, all calls):")
+    # Each timer is one function's wall time, and timed functions call one another (Dynamo's tracing and the
+    # compiler call inside _compile): the list is flat, so its figures overlap and do not add up.
+    print("  torch's compile timers (seconds, all calls; they nest, so they overlap and do not add up):")
     phases = zip(names, (float(str(value)) for value in seconds), strict=True)
     for name, spent in sorted(phases, key=lambda row: -row[1]):
         print(f"    {name:60s} {spent:8.3f}")
