@@ -48,7 +48,7 @@ STEPS = [
     ("trial/artifacts.py", "load_before_compile"),
     ("kernels/pinning.py", "pin_all"),
     ("workloads/__init__.py", "build"),
-    ("trial/numerics.py", "reference_loss"),
+    ("trial/numerics.py", "reference_pass"),
     ("trial/training.py", "_apply_knobs"),
     ("trial/training.py", "_eager_probe"),
 ]

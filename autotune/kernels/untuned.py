@@ -1,7 +1,7 @@
 """One config per ``triton.autotune`` kernel, for a pass whose speed nobody reads: the trial's fp32 reference loss.
 
 A Triton autotuner compiles and times every config the first time it launches on a shape key. In a trial the first
-launch of a workload's kernel is the reference pass (:func:`autotune.trial.numerics.reference_loss`: strict fp32, no
+launch of a workload's kernel is the reference pass (:func:`autotune.trial.numerics.reference_pass`: strict fp32, no
 knob), which only yields the loss the first step is checked against, yet chose the kernel's fp32 config for it. On
 an H100 the first GPT-2 trial of a sweep with the fused LM head (its kernel has 34 configs) took 16.6-23.9 s to
 set up, against 3.8-4.6 s where the space pinned that kernel to one config (``gpt2_kernels.yaml``), and that trial
@@ -16,36 +16,70 @@ and one with a pruning rule (``prune_configs_by``: a rule may drop configs that 
 slow ones). A kernel that is not a module global (one made in a function, or an autotuner wrapped again by
 ``triton.heuristics``), or whose module is first imported inside the block, is not found
 (:func:`autotune.kernels.choices.loaded_autotuners`) and benchmarks as before.
+
+The block notes which of the cut kernels launched (:class:`FirstConfigs`): those the reference pass launched are the
+ones the trial's first steps will autotune, one-off work that the trial's eager probe, run inside the block too,
+skips (:mod:`autotune.trial.eagerprobe`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.kernels.choices import loaded_autotuners
 
-__all__ = ["cannot_run_here", "first_configs"]
+__all__ = ["FirstConfigs", "benchmarking_autotuners", "cannot_run_here", "first_configs"]
 
 _PRUNING_RULES = ("early_config_prune", "perf_model")  # Triton's Autotuner attributes set by prune_configs_by
 
 
+def benchmarking_autotuners() -> list[tuple[str, Any]]:
+    """The loaded autotuners that would benchmark their configs at a first launch and that :func:`first_configs`
+    cuts, by import path: more than one config and no pruning rule."""
+    return [(path, tuner) for path, tuner in loaded_autotuners() if len(tuner.configs) > 1 and not _prunes(tuner)]
+
+
+@dataclass
+class FirstConfigs:
+    """What :func:`first_configs` cut (the autotuners that would have benchmarked, by import path) and which of those
+    launched inside the block: the kernels whose first launch at the trial's own steps autotunes."""
+
+    cut: list[str] = field(default_factory=list)
+    launched: set[str] = field(default_factory=set)
+
+
 @contextmanager
-def first_configs() -> Iterator[list[str]]:
-    """Inside the block, every loaded autotuner that would benchmark runs its first config; yields their import
-    paths (empty: no kernel was cut, the block runs as it would have)."""
-    cut: list[tuple[str, Any, list[Any]]] = []
+def first_configs() -> Iterator[FirstConfigs]:
+    """Inside the block, every loaded autotuner that would benchmark runs its first config; yields what was cut and,
+    as the block runs, which of those launched (nothing cut: the block runs as it would have)."""
+    seen = FirstConfigs()
+    cut: list[tuple[Any, list[Any]]] = []
     try:
-        for path, autotuner in loaded_autotuners():
+        for path, autotuner in benchmarking_autotuners():
             configs = autotuner.configs
-            if len(configs) > 1 and not _prunes(autotuner):
-                cut.append((path, autotuner, configs))
-                autotuner.configs = configs[:1]  # Triton launches a lone config without benchmarking or caching it
-        yield [path for path, _, _ in cut]
+            cut.append((autotuner, configs))
+            seen.cut.append(path)
+            autotuner.configs = configs[:1]  # Triton launches a lone config without benchmarking or caching it
+            autotuner.run = _noting_launches(autotuner.run, path, seen.launched)  # an instance attribute, deleted after
+        yield seen
     finally:
-        for _, autotuner, configs in cut:
+        for autotuner, configs in cut:
             autotuner.configs = configs
+            vars(autotuner).pop("run", None)  # the class's own run again
+
+
+def _noting_launches(run: Callable[..., Any], path: str, launched: set[str]) -> Callable[..., Any]:
+    """``run`` (Triton's ``Autotuner.run``, which every launch of the kernel goes through), adding ``path`` to
+    ``launched`` at each call."""
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        launched.add(path)
+        return run(*args, **kwargs)
+
+    return noted
 
 
 def cannot_run_here(error: BaseException) -> bool:

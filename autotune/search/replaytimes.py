@@ -33,7 +33,7 @@ from typing import Any, TypeGuard
 from autotune.jobspec import Pruning
 from autotune.records.trial import REPLAYED_DURATION
 from autotune.results import Status, TrialResult
-from autotune.search.costmodel import graph_key, pays_one_off_work
+from autotune.search.costmodel import graph_key
 from autotune.search.replay import ReplayRecords
 
 __all__ = ["TIME_FIELDS", "TimedReplay"]
@@ -83,10 +83,11 @@ class TimedReplay:
     def _pruned_before_compile(
         self, params: Mapping[str, Any], record: Mapping[str, Any], metrics: Mapping[str, Any], pruning: Pruning | None
     ) -> TrialResult | None:
-        """Pruned before compiling (or before cuDNN's search), as the trial job decides it
-        (:mod:`autotune.trial.eagerprobe`); an eager record only where it says what its probe cost (``probe_s``)."""
+        """Pruned before its one-off work (a compile, cuDNN's search, the kernels' autotuning), as the trial job decides
+        it (:mod:`autotune.trial.eagerprobe`): where the record was probed (``eager_probe_throughput``), an eager record
+        only where it says what its probe cost (``probe_s``)."""
         eager = metrics.get("eager_probe_throughput")
-        if not pays_one_off_work(params) or pruning is None or pruning.below is None or pruning.compile_gain is None:
+        if pruning is None or pruning.below is None or pruning.compile_gain is None:
             return None
         compiled = graph_key(params) is not None
         if not _number(eager) or eager * pruning.compile_gain >= pruning.below:
@@ -94,10 +95,10 @@ class TimedReplay:
         if not compiled and not _number(record.get("probe_s")):
             return None
         reachable = eager * pruning.compile_gain
-        before = "compiling" if compiled else "cuDNN's algorithm search"
         reason = (
-            f"before {before}: eager {eager:,.4g} x {pruning.compile_gain:.2f} (the most compiling or cuDNN's search "
-            f"gained in this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}{_basis(pruning)}"
+            f"before {_one_off_work(params)}: eager {eager:,.4g} x {pruning.compile_gain:.2f} (the most the first"
+            f" steps' one-off work gained in this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}"
+            f"{_basis(pruning)}"
         )
         early = {
             "throughput": reachable,
@@ -114,6 +115,14 @@ class TimedReplay:
         self, status: Status, reason: str | None, params: Mapping[str, Any], metrics: dict[str, Any]
     ) -> TrialResult:
         return TrialResult(status, reason, dict(params), metrics, self.records.env)
+
+
+def _one_off_work(params: Mapping[str, Any]) -> str:
+    """What a probed record's first steps paid once, in the trial job's words (a record keeps no kernel list: an
+    eager one probed without cuDNN's search autotuned its kernels)."""
+    if graph_key(params) is not None:
+        return "compiling"
+    return "cuDNN's algorithm search" if params.get("cudnn_benchmark") is True else "the kernels' autotuning"
 
 
 def _number(value: Any) -> TypeGuard[int | float]:

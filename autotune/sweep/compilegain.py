@@ -11,7 +11,9 @@ cuDNN's algorithm search (``cudnn_benchmark=true``) is one-off work of the same 
 steps of ResNet-50 in fp32, channels_last, batch 512 searched for 160 s before the trial was pruned at a sixth
 of the best. The probe runs without it (cuDNN picks by its heuristics), so an eager configuration that asks for
 the search is probed too, and what the search gained counts as evidence beside what compiling gained: one
-bound for the first steps' one-off work, whichever it is (:func:`autotune.search.costmodel.pays_one_off_work`).
+bound for the first steps' one-off work, whichever it is. The workload's ``triton.autotune`` kernels autotuning
+their configs is a third kind (the probe runs their first configs): only the trial's process knows its kernels,
+so every configuration is handed the bound, and the trial probes where it has one-off work to skip.
 
 The gains of every compile mode are pooled: a sweep compiles a few dozen times, and a bound per mode
 would wait for evidence until the sweep is half over. The margin covers what pooling can miss (CUDA
@@ -29,7 +31,6 @@ from typing import Any
 
 from autotune.jobspec import Pruning
 from autotune.results import Status, TrialResult
-from autotune.search.costmodel import pays_one_off_work
 from autotune.sweep.context import SweepContext
 
 __all__ = ["GAIN_MARGIN", "MIN_EVIDENCE", "compile_gain_bound", "pruning_for"]
@@ -40,13 +41,9 @@ GAIN_MARGIN = 1.5
 MIN_EVIDENCE = 2  # probed trials with their measured figure before the bound is trusted
 
 
-def compile_gain_bound(params: dict[str, Any], results: Iterable[TrialResult]) -> float | None:
-    """The most compiling (or cuDNN's search) may multiply ``params``' probe throughput by, judged from ``results``.
-
-    None: unknown, for too little evidence, and for a configuration without one-off work to spare.
-    """
-    if not pays_one_off_work(params):
-        return None
+def compile_gain_bound(results: Iterable[TrialResult]) -> float | None:
+    """The most the first steps' one-off work (a compile, cuDNN's search, the kernels' autotuning) may multiply a
+    probe's throughput by, judged from ``results``; None (unknown) for too little evidence."""
     gains = [gain for result in results if (gain := _gain(result)) is not None]
     if len(gains) < MIN_EVIDENCE:
         return None
@@ -55,7 +52,7 @@ def compile_gain_bound(params: dict[str, Any], results: Iterable[TrialResult]) -
 
 def _gain(result: TrialResult) -> float | None:
     """A probed trial's throughput over its probe's; None for any other trial."""
-    if result.status not in (Status.OK, Status.PRUNED) or not pays_one_off_work(result.params):
+    if result.status not in (Status.OK, Status.PRUNED):
         return None
     metrics = result.metrics
     if metrics.get("pruned_before_compile"):
@@ -75,7 +72,7 @@ def pruning_for(ctx: SweepContext, params: dict[str, Any]) -> Pruning | None:
         return None
     winner = ctx.records.winner
     measured = (record.result for record in ctx.records.measured if record.result is not None)
-    gain = compile_gain_bound(params, measured)
+    gain = compile_gain_bound(measured)
     if winner is None or winner.value is None:
         return Pruning(None, gain)
     basis = f"{ratio:g} x trial {winner.number}'s {winner.value:,.4g}, {winner.value_is}"

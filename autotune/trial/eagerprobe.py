@@ -10,7 +10,12 @@ tell that a configuration cannot reach the pruning bound even compiled, and stop
 The probe runs without cuDNN's algorithm search (``torch.backends.cudnn.benchmark`` off while it runs: cuDNN
 picks by its heuristics), the other one-off work a configuration can ask for: an eager configuration with
 ``cudnn_benchmark=true`` is probed the same way, and stops before the search where even the study's largest
-gain leaves it under the bound.
+gain leaves it under the bound. Nor does it autotune the workload's ``triton.autotune`` kernels: they run their first
+configs (:func:`autotune.kernels.untuned.first_configs`, as the reference pass does), so an eager configuration
+whose kernels would autotune is probed too. On an H200 the first step of GPT-2 in fp32 eager at batch 64 spent
+14.6 s autotuning the fused LM head's 34 configs before the trial was pruned at a fifth of the best
+(BENCHMARKS.md, issue 19's seventeenth session). What each probe leaves out is the same for every trial of a study,
+so what the one-off work gained (the trial's figure over its probe's) is one bound for all of it.
 
 The probe leaves the trial as it found it: the learning rates are zero while it runs, so the first
 compiled step (checked against the fp32 reference loss) sees the weights untouched; the memory it
@@ -25,6 +30,7 @@ from typing import Any
 
 import torch
 
+from autotune.kernels.untuned import cannot_run_here, first_configs
 from autotune.trial.measure import time_steps
 from autotune.trial.trainstep import TrainStep
 
@@ -51,13 +57,25 @@ def eager_twin_throughput(step: TrainStep, items: int, device: torch.device) -> 
     twin = TrainStep(step.workload, eager, step.ctx, step.optimizer, step.batch_for)
     try:
         with _learning_rates_zero(step.optimizer), stance, _no_cudnn_search():
-            times = time_steps(twin, PROBE_STEPS, device)
+            times = _untuned_times(twin, device)
     except torch.OutOfMemoryError:
         return None  # eager can need more memory than compiled: no estimate, the trial compiles as usual
     finally:
         del twin
         _hand_back_memory(device)
     return items / (min(times[1:]) / 1e3)
+
+
+def _untuned_times(twin: TrainStep, device: torch.device) -> list[float]:
+    """The probe's step times with each autotuning kernel on its first config; where a first config cannot run here
+    (what Triton's autotuner skips a config for), with the kernels choosing as ever."""
+    with first_configs() as cut:
+        try:
+            return time_steps(twin, PROBE_STEPS, device)
+        except Exception as exc:
+            if not cut.cut or not cannot_run_here(exc):
+                raise
+    return time_steps(twin, PROBE_STEPS, device)
 
 
 def cannot_win(eager_throughput: float, compile_gain: float, prune_below: float) -> bool:

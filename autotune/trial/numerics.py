@@ -7,7 +7,7 @@ with status ``numerics``, not a winner.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -16,7 +16,7 @@ from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
 from autotune.kernels.untuned import cannot_run_here, first_configs
 
-__all__ = ["LOSS_TOLERANCE", "check_first_loss", "check_losses", "pair", "reference_loss"]
+__all__ = ["LOSS_TOLERANCE", "Reference", "check_first_loss", "check_losses", "pair", "reference_pass"]
 
 # First-step loss vs the strict-fp32 reference on the same weights and batch: relative error allowed.
 LOSS_TOLERANCE = {"fp32": 1e-3, "default": 1e-2, "tf32": 1e-2, "fp16": 3e-2, "bf16": 5e-2}
@@ -29,18 +29,27 @@ def pair(batch: Any) -> tuple[Any, Any]:
     raise AutotuneError(f"loss_fn needs (inputs, targets) batches; the workload's batch is a {type(batch).__name__}")
 
 
-def reference_loss(workload: workloads.Workload, batch: Any) -> float | None:
+class Reference(NamedTuple):
+    """The reference pass: its strict-fp32 ``loss`` (None without a ``loss_fn``), and the ``triton.autotune`` kernels
+    it launched on their first configs, which the trial's own first steps will autotune (import paths)."""
+
+    loss: float | None
+    autotuning: frozenset[str] = frozenset()
+
+
+def reference_pass(workload: workloads.Workload, batch: Any) -> Reference:
     """The loss of the untouched model in strict fp32 on ``batch``: the guard's yardstick.
 
     None for a workload without ``loss_fn`` (its own ``train_step`` only): there is no loss to
     recompute, so its first step is only checked to be finite. The workload's ``triton.autotune``
     kernels run their first configs here, choosing nothing (:mod:`autotune.kernels.untuned`); where
     one of those cannot run on this batch (what Triton's autotuner skips a config for), the pass runs
-    again with every kernel choosing as ever. Any other failure is the trial's, raised at once.
+    again with every kernel choosing as ever (and none is left to autotune). Any other failure is the
+    trial's, raised at once.
     """
     loss_fn = workload.loss_fn
     if loss_fn is None:
-        return None
+        return Reference(None)
     inputs, targets = pair(batch)
 
     def strict_fp32_loss() -> float:
@@ -49,11 +58,13 @@ def reference_loss(workload: workloads.Workload, batch: Any) -> float | None:
 
     with first_configs() as cut:
         try:
-            return strict_fp32_loss()
+            loss = strict_fp32_loss()
         except Exception as exc:
-            if not cut or not cannot_run_here(exc):
+            if not cut.cut or not cannot_run_here(exc):
                 raise
-    return strict_fp32_loss()
+        else:
+            return Reference(loss, frozenset(cut.launched))
+    return Reference(strict_fp32_loss())
 
 
 def check_first_loss(first: float, reference: float | None, precision: str) -> float | None:

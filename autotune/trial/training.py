@@ -31,7 +31,7 @@ from autotune.results import Status, TrialResult
 from autotune.trial.compilephases import compile_phases
 from autotune.trial.eagerprobe import cannot_win, eager_twin_throughput
 from autotune.trial.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
-from autotune.trial.numerics import check_first_loss, check_losses, reference_loss
+from autotune.trial.numerics import Reference, check_first_loss, check_losses, reference_pass
 from autotune.trial.trainstep import TrainStep, prepare_pair
 from autotune.trial.warmup import compile_seconds, settled_ms, timed_step_count, warm_up
 
@@ -137,29 +137,30 @@ def _basis(trial: TrainingTrial) -> str:
     return f" ({basis})" if basis else ""
 
 
-def _eager_probe(trial: TrainingTrial, step: TrainStep) -> float | None:
-    """The eager twin's throughput, for a trial of a sweep on synthetic batches with one-off work to skip; else None.
-
-    The work: a compile, or cuDNN's algorithm search on a GPU (on a CPU the knob does nothing). Behind a loader
-    the probe would take the loader's first batches, which the first step is checked on; and a trial run alone
-    (``autotune trial``) has nothing to prune against.
-    """
-    if trial.spec.pruning is None or trial.behind_loader or _one_off_work(trial) is None:
+def _eager_probe(trial: TrainingTrial, step: TrainStep, work: str | None) -> float | None:
+    """The eager twin's throughput, for a trial of a sweep on synthetic batches with one-off ``work`` to skip; else
+    None. Behind a loader the probe would take the loader's first batches, which the first step is checked on; and a
+    trial run alone (``autotune trial``) has nothing to prune against."""
+    if trial.spec.pruning is None or trial.behind_loader or work is None:
         return None
     return eager_twin_throughput(step, trial.items, trial.device)
 
 
-def _one_off_work(trial: TrainingTrial) -> str | None:
-    """What the trial's first steps pay once and its probe skips, in words: None when nothing."""
+def _one_off_work(trial: TrainingTrial, autotuning: frozenset[str]) -> str | None:
+    """What the trial's first steps pay once and its probe skips, in words: None when nothing. A compile; cuDNN's
+    algorithm search on a GPU (on a CPU the knob does nothing); or the ``autotuning`` kernels (those the reference
+    pass launched on their first configs) choosing their configs."""
     if trial.knobs.compile_mode != "none":
         return "compiling"
     if trial.knobs.cudnn_benchmark and trial.device.type == "cuda":
         return "cuDNN's algorithm search"
+    if autotuning:
+        return "the kernels' autotuning"
     return None
 
 
-def _pruned_before_compile(trial: TrainingTrial, eager: float) -> TrialResult | None:
-    """A pruned result, no compile paid, when ``eager`` times the study's compile gain cannot reach the bound."""
+def _pruned_before_compile(trial: TrainingTrial, eager: float, work: str | None) -> TrialResult | None:
+    """A pruned result, ``work`` not paid, when ``eager`` times the study's one-off gain cannot reach the bound."""
     pruning = trial.spec.pruning
     if pruning is None or pruning.below is None or pruning.compile_gain is None:
         return None
@@ -167,8 +168,8 @@ def _pruned_before_compile(trial: TrainingTrial, eager: float) -> TrialResult | 
         return None
     unit, reachable = trial.workload.unit, eager * pruning.compile_gain
     reason = (
-        f"before {_one_off_work(trial)}: eager {eager:,.4g} {unit} x {pruning.compile_gain:.2f} (the most compiling"
-        f" or cuDNN's search gained in this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}"
+        f"before {work}: eager {eager:,.4g} {unit} x {pruning.compile_gain:.2f} (the most the first steps' one-off"
+        f" work gained in this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}"
         f"{_basis(trial)}"
     )
     metrics = {
@@ -210,7 +211,7 @@ def _measure_synthetic(trial: TrainingTrial) -> TrialResult:
     batches = [workload.make_batch(trial.batch_size, trial.device) for _ in range(trial.settings.batches)]
     _check_random(batches[0])
     workload.model.train()
-    reference = reference_loss(workload, batches[0])
+    reference = reference_pass(workload, batches[0])
     model, ctx, optimizer = _apply_knobs(trial)
     source = SyntheticBatches([prepare_pair(ctx, batch) for batch in batches])  # laid out once, not per step
     return _run_steps(trial, TrainStep(workload, model, ctx, optimizer, source.batch), reference, ctx, None)
@@ -222,7 +223,7 @@ def _measure_loader(trial: TrainingTrial) -> TrialResult:
     source = loader_batches(workload, trial.batch_size, trial.knobs, trial.device)
     try:
         workload.model.train()
-        reference = reference_loss(workload, source.first())  # the very batch the first step trains on
+        reference = reference_pass(workload, source.first())  # the very batch the first step trains on
         model, ctx, optimizer = _apply_knobs(trial)
         step = TrainStep(workload, model, ctx, optimizer, lambda index: prepare_pair(ctx, source.batch(index)))
         return _run_steps(trial, step, reference, ctx, source)
@@ -263,18 +264,19 @@ def _worker_start(knobs: knobs_mod.Knobs) -> dict[str, Any]:
 def _run_steps(
     trial: TrainingTrial,
     step: TrainStep,
-    reference: float | None,
+    reference: Reference,
     ctx: knobs_mod.StepContext,
     source: LoaderBatches | None,
 ) -> TrialResult:
     """First step (checked), warm-up, timed window, metrics; then the profile if the spec asks for one."""
     device, settings, precision = trial.device, trial.settings, trial.knobs.precision
     setup_s = time.time() - trial.started
-    eager = _eager_probe(trial, step)
-    if eager is not None and (early := _pruned_before_compile(trial, eager)) is not None:
+    work = _one_off_work(trial, reference.autotuning)
+    eager = _eager_probe(trial, step, work)
+    if eager is not None and (early := _pruned_before_compile(trial, eager, work)) is not None:
         return early
     first_ms = time_steps(step, 1, device)  # compiles, autotunes: checked before any more time is spent
-    rel_error = check_first_loss(float(step.losses[0]), reference, precision)
+    rel_error = check_first_loss(float(step.losses[0]), reference.loss, precision)
     warm_ms = warm_up(step, device, settings, first_ms, _hopeless(trial, ctx))
     pruned = _pruned(trial, warm_ms)
     if pruned is not None:

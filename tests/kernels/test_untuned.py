@@ -18,7 +18,7 @@ from triton.runtime.errors import OutOfResources
 from autotune.kernels.choices import loaded_autotuners
 from autotune.kernels.pinning import pin
 from autotune.kernels.untuned import first_configs
-from autotune.trial.numerics import reference_loss
+from autotune.trial.numerics import reference_pass
 
 CONFIGS = [triton.Config({"BLOCK_SIZE": size}, num_warps=1, num_stages=1) for size in (16, 32, 64)]
 
@@ -34,11 +34,13 @@ found = {}
 REFERENCE = """
 workload = uk.last_wins_mlp()
 batch = workload.make_batch(16, torch.device("cpu"))
-reference = reference_loss(workload, batch)
+passed = reference_pass(workload, batch)
+reference = passed.loss
 kernel = uk.last_wins_add
 at_reference = {"block": uk.LAST_BLOCK[0], "configs": len(kernel.configs), "cache": len(kernel.cache)}
 stepped = plain_loss(workload, batch)
 found["reference"] = {"at_reference": at_reference, "stepped_block": uk.LAST_BLOCK[0],
+                      "autotuning": sorted(passed.autotuning),
                       "cache": len(uk.last_wins_add.cache), "same_loss": reference == stepped}
 """
 
@@ -55,7 +57,8 @@ with first_configs() as cut:
     pinned = uk.launch(uk.scaled_add, x, y)[1]
     free = uk.launch(uk.last_wins_add, x, y)[1]
 paths = [path for path, _ in loaded_autotuners()]
-found["left_to_choose"] = {"found": paths, "cut": cut, "ruled": ruled, "pinned": pinned, "free": free,
+found["left_to_choose"] = {"found": paths, "cut": cut.cut, "launched": sorted(cut.launched),
+                           "ruled": ruled, "pinned": pinned, "free": free,
                            "configs_after": len(uk.last_wins_add.configs)}
 """
 
@@ -75,8 +78,10 @@ failing_first = triton.autotune(
 uk.KERNEL[0] = failing_first
 workload = uk.kernel_mlp()
 batch = workload.make_batch(16, torch.device("cpu"))
-reference = reference_loss(workload, batch)
+passed = reference_pass(workload, batch)
+reference = passed.loss
 found["first_fails"] = {"block": uk.LAST_BLOCK[0], "configs": len(failing_first.configs),
+                        "autotuning": sorted(passed.autotuning),
                         "same_loss": reference == plain_loss(workload, batch), "refused": refused[0]}
 """
 
@@ -92,7 +97,7 @@ def broken_loss(outputs, targets):  # fails after the kernel ran: the trial's fa
 
 workload = dataclasses.replace(uk.last_wins_mlp(), loss_fn=broken_loss)
 try:
-    reference_loss(workload, workload.make_batch(16, torch.device("cpu")))
+    reference_pass(workload, workload.make_batch(16, torch.device("cpu")))
     raised = None
 except RuntimeError as exc:
     raised = str(exc)
@@ -111,6 +116,7 @@ def test_the_reference_runs_the_first_config_and_the_step_still_benchmarks(found
     done = found["reference"]
     # The reference launched config 1 of 3 and left no choice behind; its kernel's configs are whole again.
     assert done["at_reference"] == {"block": 16, "configs": 3, "cache": 0}
+    assert done["autotuning"] == ["user_kernels:last_wins_add"]  # launched cut: the trial's first step autotunes it
     assert done["stepped_block"] == 64 and done["cache"] == 1  # the step benchmarked all three: the last won
     assert done["same_loss"]  # 2x + y is exact in fp32 whatever the block size
 
@@ -125,13 +131,15 @@ def test_a_kernel_with_a_pruning_rule_and_a_pinned_kernel_are_left_as_they_are(f
     assert "__main__:ruled_add" not in done["cut"] and "user_kernels:scaled_add" not in done["cut"]
     assert done["ruled"] == 32  # benchmarked the two configs its rule kept; the later one won
     assert done["pinned"] == 64 and done["free"] == 16
+    assert done["launched"] == ["user_kernels:last_wins_add"]  # the one launched of those cut (declared_add was not)
     assert done["configs_after"] == 3
 
 
 def test_a_first_config_that_cannot_run_sends_the_reference_back_to_the_kernels_own_choice(found: Any) -> None:
     done = found["first_fails"]
     # Refused twice: as the reference's lone config, then in the benchmark of the pass run again (once, uncut).
-    assert done == {"block": 64, "configs": 3, "same_loss": True, "refused": 2}
+    # Its kernels chose in that second pass: none is left for the trial's steps to autotune.
+    assert done == {"block": 64, "configs": 3, "same_loss": True, "refused": 2, "autotuning": []}
 
 
 def test_any_other_failure_of_the_reference_is_raised_at_once(found: Any) -> None:

@@ -1,4 +1,4 @@
-"""The compile-gain bound a sweep learns from its compiled trials, and hands to the next ones."""
+"""What the first steps' one-off work gains: learnt from a sweep's probed trials, handed to the next ones."""
 
 from __future__ import annotations
 
@@ -26,10 +26,11 @@ def _searched(eager: float, measured: float, status: Status = Status.OK) -> Tria
     return TrialResult(status, None, {"compile_mode": "none", "cudnn_benchmark": True}, metrics)
 
 
-def test_no_bound_for_eager_configurations_nor_before_enough_compiled_trials() -> None:
+def test_no_bound_before_enough_probed_trials() -> None:
     evidence = [_result("default", 100, 150)] * (MIN_EVIDENCE - 1)
-    assert compile_gain_bound({"compile_mode": "default"}, evidence) is None
-    assert compile_gain_bound({"compile_mode": "none"}, [*evidence] * 3) is None
+    assert compile_gain_bound(evidence) is None
+    unprobed = TrialResult(Status.OK, None, {"compile_mode": "none"}, {"throughput": 9000.0})
+    assert compile_gain_bound([*evidence, unprobed, unprobed]) is None  # an eager trial with nothing to skip
 
 
 def test_the_bound_is_the_largest_gain_of_any_mode_with_margin() -> None:
@@ -38,24 +39,24 @@ def test_the_bound_is_the_largest_gain_of_any_mode_with_margin() -> None:
         _result("default", 100, 120, Status.PRUNED),  # pruned after warm-up: compiled, so a gain too
         _result("default", 100, 900, Status.PRUNED, pruned_before_compile=1.0),  # a bound, not a measurement
         _result("default", 100, 9000, Status.OOM),
-        _result("none", 100, 9000),  # eager: no gain to learn
+        TrialResult(Status.OK, None, {"compile_mode": "none"}, {"throughput": 9000.0}),  # not probed: no gain
     ]
-    assert compile_gain_bound({"compile_mode": "default"}, evidence) == 1.5 * GAIN_MARGIN
+    assert compile_gain_bound(evidence) == 1.5 * GAIN_MARGIN
     graphs = [*evidence, _result("reduce-overhead", 100, 250)]  # CUDA graphs gain most where launches dominate
-    assert compile_gain_bound({"compile_mode": "default"}, graphs) == 2.5 * GAIN_MARGIN
+    assert compile_gain_bound(graphs) == 2.5 * GAIN_MARGIN
 
 
-def test_cudnn_search_is_one_off_work_too_bounded_by_what_either_work_gained() -> None:
-    searched = {"compile_mode": "none", "cudnn_benchmark": True}
+def test_cudnn_search_and_kernel_autotuning_are_one_off_work_too_bounded_by_what_any_work_gained() -> None:
     evidence = [_searched(100, 110), _searched(100, 105, Status.PRUNED)]  # pruned after its warm-up: measured
-    assert compile_gain_bound(searched, evidence) == 1.1 * GAIN_MARGIN
-    assert compile_gain_bound(searched, [*evidence, _result("default", 100, 140)]) == 1.4 * GAIN_MARGIN
-    assert compile_gain_bound({"compile_mode": "none", "cudnn_benchmark": False}, evidence) is None
+    assert compile_gain_bound(evidence) == 1.1 * GAIN_MARGIN
+    assert compile_gain_bound([*evidence, _result("default", 100, 140)]) == 1.4 * GAIN_MARGIN
+    autotuned = _result("none", 100, 130)  # an eager trial whose kernels autotuned, probed on their first configs
+    assert compile_gain_bound([*evidence, autotuned]) == 1.3 * GAIN_MARGIN
 
 
 def test_compiling_that_loses_still_leaves_a_bound_of_at_least_the_margin() -> None:
     evidence = [_result("default", 100, 80)] * MIN_EVIDENCE
-    assert compile_gain_bound({"compile_mode": "default"}, evidence) == GAIN_MARGIN
+    assert compile_gain_bound(evidence) == GAIN_MARGIN
 
 
 SPACE = """\
@@ -85,10 +86,9 @@ def test_the_sweep_hands_each_trial_the_bound_its_study_has_measured(tmp_path: P
     compiled_before = 0
     for params, pruning in given:
         assert pruning is not None
-        if params["compile_mode"] == "none":
-            assert pruning.compile_gain is None
-            continue
+        # Every configuration is handed the bound (an eager one probes where its kernels would autotune): the
+        # compiled trials before it, the only ones probed here, are its evidence.
         assert pruning.compile_gain == (2 * GAIN_MARGIN if compiled_before >= MIN_EVIDENCE else None)
-        compiled_before += 1
+        compiled_before += params["compile_mode"] != "none"
     assert compiled_before > MIN_EVIDENCE  # the bound was handed out, not only withheld
     assert given[0][1] == Pruning(None, None)  # the first trial has no best to prune against

@@ -1,9 +1,16 @@
-"""The eager twin a trial times before its one-off work (a compile, cuDNN's search), and the early stop it allows."""
+"""The eager twin a trial times before its one-off work (a compile, cuDNN's search, its kernels' autotuning), and the
+early stop it allows."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from typing import Any
+
 import pytest
 import torch
+from pythonpath import TESTS, child_env
 from torch.nn import functional as F
 
 from autotune import knobs, workloads
@@ -99,3 +106,45 @@ def test_an_eager_gpu_trial_that_asks_for_cudnn_search_stops_before_it() -> None
     assert result.status is Status.PRUNED
     assert result.reason is not None and result.reason.startswith("before cuDNN's algorithm search: eager ")
     assert result.metrics["throughput"] == result.metrics["eager_probe_throughput"] * 1.5
+
+
+KERNEL_PROBE = """
+import json, sys, torch
+import user_kernels as uk
+from autotune.jobspec import Pruning, TrialSpec
+from autotune.trial.job import run_trial
+
+below = float(sys.argv[1]) if sys.argv[1] != "none" else None
+pruning = Pruning(below=below, compile_gain=1.5 if below else None)
+result = run_trial(TrialSpec("user_kernels:last_wins_mlp", {"compile_mode": "none"}, "tiny", "cpu", pruning=pruning))
+print(json.dumps({"status": result.status.value, "reason": result.reason, "metrics": result.metrics,
+                  "cache": len(uk.last_wins_add.cache), "block": uk.LAST_BLOCK[0]}))
+"""
+
+
+def _kernel_trial(below: str) -> dict[str, Any]:
+    """An eager trial of a workload whose Triton kernel autotunes (its last config always wins), in Triton's CPU
+    interpreter, pruned on ``below`` (``none``: no bound yet)."""
+    env = child_env(TESTS / "kernels", TESTS, TRITON_INTERPRET="1")
+    done = subprocess.run(
+        [sys.executable, "-c", KERNEL_PROBE, below], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_an_eager_trial_whose_kernels_would_autotune_stops_before_they_do() -> None:
+    pruned = _kernel_trial("1e12")
+    assert pruned["status"] == "pruned", pruned["reason"]
+    assert pruned["reason"].startswith("before the kernels' autotuning: eager ")
+    probe = pruned["metrics"]["eager_probe_throughput"]
+    assert pruned["metrics"]["throughput"] == probe * 1.5
+    assert pruned["cache"] == 0 and pruned["block"] == 16  # the kernel ran its first config and never benchmarked
+
+
+def test_an_eager_trial_whose_kernels_autotune_is_probed_on_first_configs_then_autotunes() -> None:
+    measured = _kernel_trial("none")
+    assert measured["status"] == "ok", measured["reason"]
+    assert measured["metrics"]["eager_probe_throughput"] > 0  # evidence of what the autotuning gained
+    assert measured["cache"] == 1 and measured["block"] == 64  # the trial's own steps benchmarked: the last won
