@@ -198,11 +198,12 @@ class Sweep:
         if self.ctx.options.replay:
             return [Report()]  # re-measuring recorded measurements would only repeat them
         options, finalists = self.ctx.options, self.ctx.space.finalists
-        stages: list[Stage] = [Remeasure(options.remeasure_top, options.remeasure_repeats, self.time_limit)]
+        top, repeats, limit = options.remeasure_top, options.remeasure_repeats, self.time_limit
+        stages: list[Stage] = [Remeasure(top, repeats, limit, finalists_after=finalists is not None)]
         if finalists is not None:
             # After re-measuring (the finalists are the re-measured top); a finalist that then ranks in the
             # top is re-measured too, so it competes by its median as the others do.
-            again = Remeasure(options.remeasure_top, options.remeasure_repeats, self.time_limit)
+            again = Remeasure(top, repeats, limit)
             stages += [Finalists(finalists, self.deadline), again]
         if options.rehearse_start:
             stages.append(Rehearse(self.deadline))  # once the winner is settled: its artifacts are what ship

@@ -48,16 +48,20 @@ def medians(results: Sequence[TrialResult]) -> dict[str, float]:
 
 class Remeasure:
     """Re-measures the ``top`` ranked trials ``repeats`` times each, then a leader measured once (see the module
-    docstring); ``limit``: the sweep's time limit (None: none), which only the leaders heed."""
+    docstring); ``limit``: the sweep's time limit (None: none), which only the leaders heed, keeping time for the
+    stages after this one (the finalists' too where ``finalists_after``)."""
 
     name = "re-measure"
 
-    def __init__(self, top: int, repeats: int, limit: TimeLimit | None = None) -> None:
+    def __init__(
+        self, top: int, repeats: int, limit: TimeLimit | None = None, *, finalists_after: bool = False
+    ) -> None:
         if top < 0 or repeats < 0:
             raise ValueError(f"re-measure needs top >= 0 and repeats >= 0, got {top=}, {repeats=}")
         self.top = top
         self.repeats = repeats
         self.limit = limit
+        self.finalists_after = finalists_after  # the finalists stage comes after this one: the limit keeps it time
 
     def run(self, ctx: SweepContext) -> None:
         if self.top == 0 or self.repeats == 0:
@@ -102,8 +106,9 @@ class Remeasure:
         if self.limit is None or self.limit.deadline is None:
             return None
         runs = self.repeats * remeasure_run_s(leader, ctx.records)
-        later = self.limit.after_remeasuring(ctx.records)
-        if time.time() + runs + later <= self.limit.deadline:
+        left = self.limit.deadline - time.time()
+        later = self.limit.after_remeasuring(ctx.records, self.finalists_after, left - runs)
+        if runs + later <= left:
             return None
         after = f", and the stages after it {format_duration(later)}" if later else ""
         return f"re-measuring it needs about {format_duration(runs)}{after}: more than the sweep's time limit leaves"

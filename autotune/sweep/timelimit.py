@@ -166,15 +166,20 @@ def _run_s(again: Remeasurement | None) -> float | None:
 def remeasure_run_s(record: TrialRecord, records: StudyRecords) -> float:
     """One re-measurement run of ``record``: what its earlier re-measurements took, where it has them; else its
     measuring and its compile again from the study's cache, but no more than the longest run of the study's
-    re-measurements. A trial's own measuring counts the eager probe that may prune it, which a re-measurement does
-    not run: on an H200 GPT-2's informed start was reckoned at about 25 s a run from its trial, and the
-    re-measurements of a trial like it took 9.4 s a run."""
+    re-measurements of its kind (compiled or eager: a compiled run compiles from the cache too). A trial's own
+    measuring counts the eager probe that may prune it, which a re-measurement does not run: on an H200 GPT-2's
+    informed start was reckoned at about 25 s a run from its trial, and the re-measurements of a trial like it took
+    9.4 s a run."""
     own = _run_s(record.remeasured)
     if own is not None:
         return own
     compile_s = _base_compile_s(record, _cold_compile_s(records)) if record.compiled else 0.0
     estimate = _measuring_s(record) + CACHED_COMPILE * compile_s
-    timed = [run for other in records.measured if (run := _run_s(other.remeasured)) is not None]
+    timed = [
+        run
+        for other in records.measured
+        if other.compiled == record.compiled and (run := _run_s(other.remeasured)) is not None
+    ]
     return min(estimate, max(timed)) if timed else estimate
 
 
@@ -220,20 +225,21 @@ class TimeLimit:
                     total += self.remeasure_runs * remeasure_run_s(record, records)
         return min(total + self._later_stages_s(records, cap - total), cap)
 
-    def after_remeasuring(self, records: StudyRecords) -> float:
-        """Seconds the stages after re-measuring are expected to take, from what the study holds now: the
-        finalists not measured yet (those that fit in :data:`MAX_RESERVE_SHARE` of the limit) and the rehearsal."""
+    def after_remeasuring(self, records: StudyRecords, finalists: bool, left_s: float) -> float:
+        """Seconds the stages after a re-measurement are expected to take, from what the study holds now: the
+        rehearsal, and where ``finalists`` (their stage is still to come) the finalists not measured yet that fit
+        in ``left_s`` and in :data:`MAX_RESERVE_SHARE` of the limit (the stage would not start the others)."""
         cap = MAX_RESERVE_SHARE * self.limit_s if self.limit_s else float("inf")
-        return self._later_stages_s(records, cap)
+        return self._later_stages_s(records, min(cap, left_s), finalists)
 
-    def _later_stages_s(self, records: StudyRecords, room: float) -> float:
-        """The rehearsal of the winner's start (about one run) and the finalists not measured yet, each counted
-        only where it fits in what is left of ``room``."""
+    def _later_stages_s(self, records: StudyRecords, room: float, finalists: bool = True) -> float:
+        """The rehearsal of the winner's start (about one run) and, with ``finalists``, the finalists not measured yet,
+        each counted only where it fits in what is left of ``room``."""
         total = 0.0
         if self.options.rehearse_start and records.ranked and records.ranked[0].rehearsable:
             total += remeasure_run_s(records.ranked[0], records)  # the winner's start, rehearsed: about one run
         spec = self.space.finalists
-        if spec is not None:
+        if spec is not None and finalists:
             overrides = spec.knob_overrides()
             for source in finalist_sources(records, spec):
                 if records.measured_with({**source.params, **overrides}) is None:

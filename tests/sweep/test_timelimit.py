@@ -108,17 +108,25 @@ def test_after_remeasuring_come_the_rehearsal_and_the_finalists_and_timed_runs_b
     compiled = add_timed(study, "default", seconds=50.0, compile_s=25.0, value=100.0)
     found = records(study)
     # The winner's start rehearsed (about one run: 25 s measuring, a tenth of its compile) and its finalist (25 + 150,
-    # 2 re-measurements of 40 s); with a 400 s limit the finalist does not fit in its half, and is not counted.
-    assert limit(tmp_path, 10_000.0).after_remeasuring(found) == pytest.approx(27.5 + 25 + 150 + 2 * 40)
-    assert limit(tmp_path, 10_000.0, timeout="400s").after_remeasuring(found) == pytest.approx(27.5)
-    # Once the study has timed re-measurement runs (here 2 runs of the eager trial in 8 s), a run of a trial not
-    # re-measured is reckoned at most as long as the longest of them: a trial's own figures count its pruning probe.
+    # 2 re-measurements of 40 s); not counted where it would not fit in half a 400 s limit, nor in the time left,
+    # nor once the finalists stage has run (the re-measurement after it).
+    finalist = 25 + 150 + 2 * 40
+    assert limit(tmp_path, 10_000.0).after_remeasuring(found, True, 1000.0) == pytest.approx(27.5 + finalist)
+    assert limit(tmp_path, 10_000.0, timeout="400s").after_remeasuring(found, True, 1000.0) == pytest.approx(27.5)
+    assert limit(tmp_path, 10_000.0).after_remeasuring(found, True, finalist) == pytest.approx(27.5)
+    assert limit(tmp_path, 10_000.0).after_remeasuring(found, False, 1000.0) == pytest.approx(27.5)
+    # Once the study has timed re-measurement runs of its kind (compiled or eager), a run of a trial not re-measured
+    # is reckoned at most as long as the longest of them: a trial's own figures count its pruning probe.
     data = {"metric": "throughput", "values": [50.0, 51.0], "median": 50.5, "cv": 0.01, "seconds": 8.0}
     study.set_user_attr(schema.remeasured_key(eager), data)
     found = records(study)
     assert remeasure_run_s(found.trial(eager), found) == pytest.approx(4.0)
-    assert remeasure_run_s(found.trial(compiled), found) == pytest.approx(4.0)
-    study.set_user_attr(schema.remeasured_key(eager), {**data, "seconds": 100.0})
+    assert remeasure_run_s(found.trial(compiled), found) == pytest.approx(27.5)  # an eager run bounds no compiled one
+    other = add_timed(study, "default", seconds=60.0, compile_s=25.0, value=90.0)
+    study.set_user_attr(schema.remeasured_key(other), {**data, "seconds": 20.0})
+    found = records(study)
+    assert remeasure_run_s(found.trial(compiled), found) == pytest.approx(10.0)
+    study.set_user_attr(schema.remeasured_key(other), {**data, "seconds": 100.0})
     found = records(study)
     assert remeasure_run_s(found.trial(compiled), found) == pytest.approx(27.5)  # its own reckoning, when shorter
 
