@@ -47,15 +47,16 @@ class MeasureSettings:
 
 @dataclass(frozen=True)
 class Pruning:
-    """When a sweep stops a trial early: the throughput a trial must reach, and what compiling can add.
+    """When a sweep stops a trial early: the throughput a trial must reach, and what its one-off work can add.
 
     ``below``: a trial whose settled warm-up throughput is under it stops there (status pruned); None
-    before the sweep has a best. ``compile_gain``: the most the first steps' one-off work (a compile, or
-    cuDNN's algorithm search) may multiply a configuration's eager throughput by in this study
-    (:mod:`autotune.sweep.compilegain`); None until the study has measured enough probed trials to say. A
-    trial with such work, given a ``Pruning``, first times a few steps of its eager twin without cuDNN's search
-    (:mod:`autotune.trial.eagerprobe`): that figure is recorded either way, and with both bounds known a
-    configuration whose eager throughput times ``compile_gain`` cannot reach ``below`` stops before that work.
+    before the sweep has a best. ``compile_gain``: the most the first steps' one-off work (a compile, cuDNN's
+    algorithm search, the workload's kernels autotuning) may multiply a configuration's eager throughput by in
+    this study (:mod:`autotune.sweep.compilegain`); None until the study has measured enough probed trials to say.
+    A trial with such work, given a ``Pruning``, first times a few steps of its eager twin without cuDNN's search
+    and with its kernels on their first configs (:mod:`autotune.trial.eagerprobe`): that figure is recorded either
+    way, and with both bounds known a configuration whose eager throughput times ``compile_gain`` cannot reach
+    ``below`` stops before that work.
     """
 
     below: float | None = None

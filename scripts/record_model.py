@@ -516,7 +516,7 @@ def validate(data: Mapping[str, Any], name: str, records_path: Path, out: Any = 
     for t in trials:
         ok = [r for r in results if r.status is Status.OK]
         best = max((r.metrics["throughput"] for r in ok), default=None)
-        gain = compile_gain_bound(results)
+        gain = compile_gain_bound(t["params"], results)
         pruning = Pruning(PRUNE_RATIO * best if best else None, gain)
         result = replay.answer(t["params"], pruning)
         results.append(result)

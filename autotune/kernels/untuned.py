@@ -19,7 +19,8 @@ slow ones). A kernel that is not a module global (one made in a function, or an 
 
 The block notes which of the cut kernels launched (:class:`FirstConfigs`): those the reference pass launched are the
 ones the trial's first steps will autotune, one-off work that the trial's eager probe, run inside the block too,
-skips (:mod:`autotune.trial.eagerprobe`).
+skips (:mod:`autotune.trial.eagerprobe`). The reference pass runs the forward only: a kernel launched in the backward
+alone is not named, and an eager trial whose only autotuning kernels are such is not probed (it autotunes as before).
 """
 
 from __future__ import annotations
@@ -56,19 +57,22 @@ def first_configs() -> Iterator[FirstConfigs]:
     """Inside the block, every loaded autotuner that would benchmark runs its first config; yields what was cut and,
     as the block runs, which of those launched (nothing cut: the block runs as it would have)."""
     seen = FirstConfigs()
-    cut: list[tuple[Any, list[Any]]] = []
+    cut: list[tuple[Any, list[Any], Any]] = []  # (autotuner, its configs, its own instance-level run or None)
     try:
         for path, autotuner in benchmarking_autotuners():
             configs = autotuner.configs
-            cut.append((autotuner, configs))
+            cut.append((autotuner, configs, vars(autotuner).get("run")))
             seen.cut.append(path)
             autotuner.configs = configs[:1]  # Triton launches a lone config without benchmarking or caching it
-            autotuner.run = _noting_launches(autotuner.run, path, seen.launched)  # an instance attribute, deleted after
+            autotuner.run = _noting_launches(autotuner.run, path, seen.launched)  # an instance attribute, for now
         yield seen
     finally:
-        for autotuner, configs in cut:
+        for autotuner, configs, own_run in cut:
             autotuner.configs = configs
-            vars(autotuner).pop("run", None)  # the class's own run again
+            if own_run is None:
+                vars(autotuner).pop("run", None)  # the class's own run again
+            else:
+                autotuner.run = own_run  # one set on the instance before (another library's patch)
 
 
 def _noting_launches(run: Callable[..., Any], path: str, launched: set[str]) -> Callable[..., Any]:

@@ -8,9 +8,11 @@ in seconds:
 - ``compile_s``: the compile in it (0 for an eager configuration);
 - ``cached_compile_s``: its compile when the study had compiled the same graph before
   (:func:`autotune.search.costmodel.graph_key`: a study's trials share one compile cache); default ``compile_s``;
-- ``probe_s``: for a compiled configuration (or an eager one with cuDNN's algorithm search), the seconds until its
-  eager twin's throughput (``eager_probe_throughput``, :mod:`autotune.trial.eagerprobe`) is known: where a trial
-  pruned before compiling (or before the search) stops; an eager record without it is never pruned that way;
+- ``probe_s``: for a compiled configuration (or an eager one with cuDNN's algorithm search, or kernels that
+  autotune), the seconds until its eager twin's throughput (``eager_probe_throughput``,
+  :mod:`autotune.trial.eagerprobe`) is known: where a trial pruned before its one-off work stops; an eager record
+  without it is never pruned that way (the modelled records of ``scripts/record_model.py`` give none: they model no
+  kernel autotuning);
 - ``window_s``: the timed window, which a trial pruned after its warm-up skips.
 
 :class:`TimedReplay` answers as the sweep's trial job would: the compile is the cached one where the study

@@ -51,14 +51,28 @@ ruled_add = triton.autotune(
     prune_configs_by={"early_config_prune": lambda configs, nargs, **kwargs: configs[:2]},
 )(uk._scaled_add)
 pin(uk.scaled_add, CONFIGS[2])  # a listed kernel, pinned by its trial: one config already
+# A kernel whose run another library patched on the instance: the patch is kept, and comes back after the block.
+patched_add = triton.autotune(configs=CONFIGS, key=["n"], do_bench=uk._last_wins_bench)(uk._scaled_add)
+patched_calls = [0]
+
+
+def patched_run(*args, **kwargs):
+    patched_calls[0] += 1
+    return type(patched_add).run(patched_add, *args, **kwargs)
+
+
+patched_add.run = patched_run
 x, y = torch.randn(40), torch.randn(40)
 with first_configs() as cut:
     ruled = uk.launch(ruled_add, x, y)[1]
     pinned = uk.launch(uk.scaled_add, x, y)[1]
     free = uk.launch(uk.last_wins_add, x, y)[1]
+    patched = uk.launch(patched_add, x, y)[1]
 paths = [path for path, _ in loaded_autotuners()]
 found["left_to_choose"] = {"found": paths, "cut": cut.cut, "launched": sorted(cut.launched),
-                           "ruled": ruled, "pinned": pinned, "free": free,
+                           "ruled": ruled, "pinned": pinned, "free": free, "patched": patched,
+                           "patched_calls": patched_calls[0], "patch_back": vars(patched_add).get("run") is patched_run,
+                           "run_back": "run" not in vars(uk.last_wins_add),
                            "configs_after": len(uk.last_wins_add.configs)}
 """
 
@@ -131,7 +145,9 @@ def test_a_kernel_with_a_pruning_rule_and_a_pinned_kernel_are_left_as_they_are(f
     assert "__main__:ruled_add" not in done["cut"] and "user_kernels:scaled_add" not in done["cut"]
     assert done["ruled"] == 32  # benchmarked the two configs its rule kept; the later one won
     assert done["pinned"] == 64 and done["free"] == 16
-    assert done["launched"] == ["user_kernels:last_wins_add"]  # the one launched of those cut (declared_add was not)
+    # Those launched of the kernels cut (declared_add was not); each one's run is its own again after the block.
+    assert done["launched"] == ["__main__:patched_add", "user_kernels:last_wins_add"]
+    assert done["patched"] == 16 and done["patched_calls"] == 1 and done["patch_back"] and done["run_back"]
     assert done["configs_after"] == 3
 
 

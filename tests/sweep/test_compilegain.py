@@ -28,9 +28,9 @@ def _searched(eager: float, measured: float, status: Status = Status.OK) -> Tria
 
 def test_no_bound_before_enough_probed_trials() -> None:
     evidence = [_result("default", 100, 150)] * (MIN_EVIDENCE - 1)
-    assert compile_gain_bound(evidence) is None
+    assert compile_gain_bound({"compile_mode": "default"}, evidence) is None
     unprobed = TrialResult(Status.OK, None, {"compile_mode": "none"}, {"throughput": 9000.0})
-    assert compile_gain_bound([*evidence, unprobed, unprobed]) is None  # an eager trial with nothing to skip
+    assert compile_gain_bound({"compile_mode": "none"}, [*evidence, unprobed, unprobed]) is None  # nothing to skip
 
 
 def test_the_bound_is_the_largest_gain_of_any_mode_with_margin() -> None:
@@ -41,22 +41,29 @@ def test_the_bound_is_the_largest_gain_of_any_mode_with_margin() -> None:
         _result("default", 100, 9000, Status.OOM),
         TrialResult(Status.OK, None, {"compile_mode": "none"}, {"throughput": 9000.0}),  # not probed: no gain
     ]
-    assert compile_gain_bound(evidence) == 1.5 * GAIN_MARGIN
+    assert compile_gain_bound({"compile_mode": "default"}, evidence) == 1.5 * GAIN_MARGIN
     graphs = [*evidence, _result("reduce-overhead", 100, 250)]  # CUDA graphs gain most where launches dominate
-    assert compile_gain_bound(graphs) == 2.5 * GAIN_MARGIN
+    assert compile_gain_bound({"compile_mode": "default"}, graphs) == 2.5 * GAIN_MARGIN
 
 
-def test_cudnn_search_and_kernel_autotuning_are_one_off_work_too_bounded_by_what_any_work_gained() -> None:
+def test_cudnn_search_and_kernel_autotuning_are_one_off_work_too() -> None:
+    searched = {"compile_mode": "none", "cudnn_benchmark": True}
     evidence = [_searched(100, 110), _searched(100, 105, Status.PRUNED)]  # pruned after its warm-up: measured
-    assert compile_gain_bound(evidence) == 1.1 * GAIN_MARGIN
-    assert compile_gain_bound([*evidence, _result("default", 100, 140)]) == 1.4 * GAIN_MARGIN
-    autotuned = _result("none", 100, 130)  # an eager trial whose kernels autotuned, probed on their first configs
-    assert compile_gain_bound([*evidence, autotuned]) == 1.3 * GAIN_MARGIN
+    assert compile_gain_bound(searched, evidence) == 1.1 * GAIN_MARGIN
+    assert compile_gain_bound(searched, [*evidence, _result("default", 100, 140)]) == 1.4 * GAIN_MARGIN
+    # An eager trial whose kernels autotuned (probed on their first configs) gained little: evidence for another
+    # such configuration, not for a compile or cuDNN's search, whose bound it would set too low.
+    autotuned = [_result("none", 100, 101), _result("none", 100, 99)]
+    eager = {"compile_mode": "none"}
+    assert compile_gain_bound(eager, autotuned) == 1.01 * GAIN_MARGIN
+    assert compile_gain_bound({"compile_mode": "default"}, autotuned) is None
+    assert compile_gain_bound(searched, [*evidence, *autotuned]) == 1.1 * GAIN_MARGIN
+    assert compile_gain_bound(eager, [*evidence, *autotuned, _result("default", 100, 140)]) == 1.4 * GAIN_MARGIN
 
 
 def test_compiling_that_loses_still_leaves_a_bound_of_at_least_the_margin() -> None:
     evidence = [_result("default", 100, 80)] * MIN_EVIDENCE
-    assert compile_gain_bound(evidence) == GAIN_MARGIN
+    assert compile_gain_bound({"compile_mode": "default"}, evidence) == GAIN_MARGIN
 
 
 SPACE = """\
@@ -86,7 +93,7 @@ def test_the_sweep_hands_each_trial_the_bound_its_study_has_measured(tmp_path: P
     compiled_before = 0
     for params, pruning in given:
         assert pruning is not None
-        # Every configuration is handed the bound (an eager one probes where its kernels would autotune): the
+        # Every configuration is handed a bound (an eager one probes where its kernels would autotune): the
         # compiled trials before it, the only ones probed here, are its evidence.
         assert pruning.compile_gain == (2 * GAIN_MARGIN if compiled_before >= MIN_EVIDENCE else None)
         compiled_before += params["compile_mode"] != "none"
