@@ -32,15 +32,9 @@ from typing import Any
 
 from autotune.kernels.choices import loaded_autotuners
 
-__all__ = ["FirstConfigs", "benchmarking_autotuners", "cannot_run_here", "first_configs"]
+__all__ = ["FirstConfigs", "cannot_run_here", "first_configs"]
 
 _PRUNING_RULES = ("early_config_prune", "perf_model")  # Triton's Autotuner attributes set by prune_configs_by
-
-
-def benchmarking_autotuners() -> list[tuple[str, Any]]:
-    """The loaded autotuners that would benchmark their configs at a first launch and that :func:`first_configs`
-    cuts, by import path: more than one config and no pruning rule."""
-    return [(path, tuner) for path, tuner in loaded_autotuners() if len(tuner.configs) > 1 and not _prunes(tuner)]
 
 
 @dataclass
@@ -59,8 +53,10 @@ def first_configs() -> Iterator[FirstConfigs]:
     seen = FirstConfigs()
     cut: list[tuple[Any, list[Any], Any]] = []  # (autotuner, its configs, its own instance-level run or None)
     try:
-        for path, autotuner in benchmarking_autotuners():
+        for path, autotuner in loaded_autotuners():
             configs = autotuner.configs
+            if len(configs) < 2 or _prunes(autotuner):
+                continue  # it would not benchmark: a lone config, or a pruning rule that chooses
             cut.append((autotuner, configs, vars(autotuner).get("run")))
             seen.cut.append(path)
             autotuner.configs = configs[:1]  # Triton launches a lone config without benchmarking or caching it

@@ -207,6 +207,11 @@ class TimeLimit:
         """Re-measurement runs per re-measured trial (0: the sweep does not re-measure)."""
         return self.options.remeasure_repeats if self.options.remeasure_top else 0
 
+    @property
+    def _reserve_cap(self) -> float:
+        """The most the finishing stages are kept: :data:`MAX_RESERVE_SHARE` of the limit (no limit: no cap)."""
+        return MAX_RESERVE_SHARE * self.limit_s if self.limit_s else float("inf")
+
     def reserve(self, records: StudyRecords) -> float:
         """Seconds the finishing stages are expected to take, from what the study holds now; at most
         :data:`MAX_RESERVE_SHARE` of the limit. None of it with ``--replay`` (nothing runs after the search).
@@ -217,8 +222,7 @@ class TimeLimit:
         """
         if self.options.replay is not None:
             return 0.0
-        cap = MAX_RESERVE_SHARE * self.limit_s if self.limit_s else float("inf")
-        total = 0.0
+        cap, total = self._reserve_cap, 0.0
         if self.remeasure_runs:
             for record in records.ranked[: self.options.remeasure_top]:
                 if record.remeasured is None:
@@ -229,8 +233,7 @@ class TimeLimit:
         """Seconds the stages after a re-measurement are expected to take, from what the study holds now: the
         rehearsal, and where ``finalists`` (their stage is still to come) the finalists not measured yet that fit
         in ``left_s`` and in :data:`MAX_RESERVE_SHARE` of the limit (the stage would not start the others)."""
-        cap = MAX_RESERVE_SHARE * self.limit_s if self.limit_s else float("inf")
-        return self._later_stages_s(records, min(cap, left_s), finalists)
+        return self._later_stages_s(records, min(self._reserve_cap, left_s), finalists)
 
     def _later_stages_s(self, records: StudyRecords, room: float, finalists: bool = True) -> float:
         """The rehearsal of the winner's start (about one run) and, with ``finalists``, the finalists not measured yet,
