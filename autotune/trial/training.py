@@ -76,6 +76,11 @@ class TrainingTrial:
 # a step, a 16.6 s pruned trial on an H100).
 HOPELESS_MARGIN = 2.0
 HOPELESS_AFTER = 2  # steps after the first before the warm-up may be judged hopeless
+# The most one-off work an eager step after the first may still hold, with room: in the 87 eager trials recorded on
+# H100s and H200s (scripts/data), 82 did none after their first step and 5 did 0.07-0.10 s (ResNet-50 at batch 64,
+# GPT-2 at batch 16). So one eager step after the first, less this, already bounds the steady step from below: a
+# long hopeless step (2.3 s in fp32 GPT-2) is judged on it, a short one waits for HOPELESS_AFTER.
+EAGER_ONE_OFF_MS = 250.0
 
 
 def _hopeless(trial: TrainingTrial, ctx: knobs_mod.StepContext) -> Callable[[list[float]], bool] | None:
@@ -86,17 +91,23 @@ def _hopeless(trial: TrainingTrial, ctx: knobs_mod.StepContext) -> Callable[[lis
     more steps than the first. On an H100 a ResNet-50 ``reduce-overhead`` trial's two steps after the first ran at
     1,289-1,558 images/s, a fifth to a quarter of its default-mode twin's 5,890, and it was pruned on them; in the
     recorded H100 trials, CUDA-graph steps did up to 16 steady steps' worth of one-off work after their first step,
-    other modes under 4.
+    other modes under 4. An eager step (nothing compiled) may be judged one step after the first, less
+    ``EAGER_ONE_OFF_MS``.
     """
     below = trial.spec.pruning.below if trial.spec.pruning else None
     if below is None or trial.behind_loader or ctx.cudagraphs:
         return None
+    eager = trial.knobs.compile_mode == "none"
 
     def hopeless(times: list[float]) -> bool:
         after_first = times[1:]
-        if len(after_first) < HOPELESS_AFTER:
+        if len(after_first) >= HOPELESS_AFTER:
+            fastest_ms = min(after_first)
+        elif eager and after_first:
+            fastest_ms = after_first[0] - EAGER_ONE_OFF_MS
+        else:
             return False
-        return trial.items / (min(after_first) / 1e3) * HOPELESS_MARGIN < below
+        return fastest_ms > 0 and trial.items / (fastest_ms / 1e3) * HOPELESS_MARGIN < below
 
     return hopeless
 

@@ -9,19 +9,20 @@ from torch.nn import functional as F
 
 from autotune import knobs, workloads
 from autotune.jobspec import MeasureSettings, Pruning, TrialSpec
-from autotune.trial.training import HOPELESS_MARGIN, TrainingTrial, _hopeless
+from autotune.trial.training import EAGER_ONE_OFF_MS, HOPELESS_MARGIN, TrainingTrial, _hopeless
 
 ITEMS = 1_000  # items per step: batch 1_000 of a one-item-per-sample workload
 
 
-def _trial(pruning: Pruning | None = None, *, behind_loader: bool = False) -> TrainingTrial:
+def _trial(pruning: Pruning | None = None, *, behind_loader: bool = False, compile_mode: str = "none") -> TrainingTrial:
     model = torch.nn.Linear(4, 2)
     workload = workloads.Workload(model, lambda n, d: (torch.randn(n, 4), torch.randint(0, 2, (n,))), F.cross_entropy)
     if behind_loader:
         workload.dataset = torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,)))
     spec = TrialSpec(workload="tests.trial_workloads:tiny_mlp", pruning=pruning)
     now = time.time()
-    return TrainingTrial(spec, torch.device("cpu"), MeasureSettings(), knobs.Knobs(), {}, workload, ITEMS, now, now)
+    chosen = knobs.Knobs(compile_mode=compile_mode)
+    return TrainingTrial(spec, torch.device("cpu"), MeasureSettings(), chosen, {}, workload, ITEMS, now, now)
 
 
 def _ctx(*, cudagraphs: bool) -> knobs.StepContext:
@@ -40,6 +41,30 @@ def test_two_steps_after_the_first_out_of_reach_end_an_eager_warm_up() -> None:
     assert hopeless(SLOW_STEPS)
     within_reach = _hopeless(_trial(Pruning(below=HOPELESS_MARGIN * 10_000 * 0.99)), _ctx(cudagraphs=False))
     assert within_reach is not None and not within_reach(SLOW_STEPS)
+
+
+# A long step: 1,000 items in 2 s, so even the step less the eager allowance, at twice the speed, stays under this line.
+LONG_STEPS = [9_000.0, 2_000.0]
+LONG_LINE = Pruning(below=1.01 * HOPELESS_MARGIN * ITEMS / ((2_000.0 - EAGER_ONE_OFF_MS) / 1e3))
+
+
+def test_one_long_eager_step_after_the_first_ends_a_hopeless_warm_up() -> None:
+    # Eager steps after the first hold at most ~0.1 s of one-off work: a 2 s step less the allowance bounds it.
+    hopeless = _hopeless(_trial(LONG_LINE), _ctx(cudagraphs=False))
+    assert hopeless is not None
+    assert not hopeless(LONG_STEPS[:1])  # the first step alone says nothing
+    assert hopeless(LONG_STEPS)
+    just_within = Pruning(below=0.99 * HOPELESS_MARGIN * ITEMS / ((2_000.0 - EAGER_ONE_OFF_MS) / 1e3))
+    within_reach = _hopeless(_trial(just_within), _ctx(cudagraphs=False))
+    assert within_reach is not None and not within_reach(LONG_STEPS)
+
+
+def test_a_compiled_step_waits_for_two_steps_after_the_first() -> None:
+    # Compiled steps may still autotune or recompile after their first step: one step is not enough evidence.
+    hopeless = _hopeless(_trial(LONG_LINE, compile_mode="default"), _ctx(cudagraphs=False))
+    assert hopeless is not None
+    assert not hopeless(LONG_STEPS)
+    assert hopeless([*LONG_STEPS, 2_000.0])
 
 
 def test_a_step_in_cuda_graphs_is_never_judged_on_its_first_steps() -> None:
