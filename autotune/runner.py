@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from autotune.host import name_process
 from autotune.jobspec import TrialSpec
 from autotune.results import Status, TrialResult
 
-__all__ = ["ChildOutcome", "Running", "TrialRunner"]
+__all__ = ["AHEAD_PROCESS", "TRIAL_PROCESS", "ChildOutcome", "Running", "TrialRunner"]
 
 # Modules the forkserver imports once, so each trial process starts with them loaded. torch._dynamo
 # is imported by every optimizer's constructor (1.6-1.8 s); autotune.trial.preload, first, imports Inductor's
@@ -39,6 +40,10 @@ PRELOAD = [
     "torch._dynamo",
     "triton",
 ]
+# What a trial's and a compile ahead's processes are called in the process table: a trial that sees another process
+# on the GPU while it is timed names it (GpuTelemetry), and a compile ahead is then told apart from a stranger.
+TRIAL_PROCESS = "autotune-trial"
+AHEAD_PROCESS = "autotune-ahead"
 _GRACE_S = 10.0  # after a result arrives, how long the child may take to exit on its own
 
 
@@ -75,11 +80,15 @@ def _child_main(target: Callable[..., Any], args: tuple[Any, ...], conn: Connect
 def _run_trial(spec: TrialSpec, requested_at: float) -> dict[str, Any]:
     from autotune.trial.job import run_trial  # in the trial's process (the forkserver's child), not in the parent
 
+    name_process(TRIAL_PROCESS)
+
     return run_trial(spec, requested_at).to_dict()
 
 
 def _compile_ahead(spec: TrialSpec) -> dict[str, Any]:
     from autotune.trial.ahead import compile_ahead  # in the child, as the trial job is
+
+    name_process(AHEAD_PROCESS)
 
     return compile_ahead(spec)
 

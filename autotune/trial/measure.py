@@ -19,7 +19,7 @@ from typing import Any
 import pynvml  # nvidia-ml-py; torch imports it too
 import torch
 
-from autotune.host import cpu_model
+from autotune.host import cpu_model, process_name
 
 __all__ = [
     "GpuTelemetry",
@@ -124,6 +124,7 @@ class GpuTelemetry:
     processes that computed on this GPU during the window, from NVML's per-process utilisation
     samples; a process that only holds a context (a notebook, the parent of a test) is not one.
     Where NVML keeps no per-process samples, every other process holding a context counts.
+    :attr:`others` names them.
     """
 
     device: torch.device
@@ -133,6 +134,13 @@ class GpuTelemetry:
     _stop: threading.Event = field(default_factory=threading.Event)
     _busy_others: set[int] | None = field(default_factory=set)  # None: NVML cannot tell
     _since_us: int = 0
+    _others: set[int] = field(default_factory=set)
+
+    @property
+    def others(self) -> str | None:
+        """The other processes seen computing on the GPU in the window, named (``pid 123 (autotune-ahead)``);
+        None where there were none."""
+        return ", ".join(process_name(pid) for pid in sorted(self._others)) or None
 
     @contextlib.contextmanager
     def window(self) -> Iterator[None]:
@@ -162,6 +170,7 @@ class GpuTelemetry:
             others = self._busy_others
             if others is None:
                 others = holders | _other_gpu_processes(nvml, handle)
+            self._others = others
             self.metrics["gpu_other_processes"] = float(len(others))
 
     def _poll_processes(self, nvml: Any, handle: Any) -> None:

@@ -311,6 +311,8 @@ def _run_steps(
     if noops:
         metrics["noop_knobs"] = ",".join(noops)
     result = TrialResult(Status.OK, None, trial.params, metrics, env_fingerprint(device), series)
+    if telemetry.others:
+        result.warnings.append(f"computing on the GPU while it was timed: {telemetry.others}")
     _record_blocks(ctx, result)
     if trial.spec.profile_steps > 0:
         _profile(trial, step, result)
