@@ -52,7 +52,11 @@ class Finalists:
 
     def run(self, ctx: SweepContext) -> None:
         ctx.records.refresh()
-        for source in finalist_sources(ctx.records, self.spec):
+        sources = finalist_sources(ctx.records, self.spec)
+        if not sources:
+            ctx.progress.message(f"finalists: none started: {self._no_source()}")
+            return
+        for source in sources:
             params = {**source.params, **self.overrides}
             if ctx.records.measured_with(params) is not None:
                 continue  # tried already: by an earlier run of this sweep, or by another worker (now or before)
@@ -61,6 +65,12 @@ class Finalists:
                 return
             if self._fits(ctx, source):
                 self._try(ctx, source, params)
+
+    def _no_source(self) -> str:
+        """Why no ranked trial is a finalist's source, in words."""
+        if "compile_mode" in self.overrides:
+            return f"no ranked trial that {_describe(self.overrides)} would change"
+        return f"no ranked trial compiles, and {_describe(self.overrides)} changes only compiled ones"
 
     def _fits(self, ctx: SweepContext, source: TrialRecord) -> bool:
         """Whether ``source``'s finalist (and its re-measurement) is expected to end before the time limit; if not,

@@ -22,7 +22,7 @@ OPTIONS = {"coordinate_descent_tuning": True, "epilogue_fusion": False}
 SPACE = """\
 workload: {{name: "finalist_workloads:inductor_witness", preset: tiny, args: {{record: "{record}"}}}}
 device: cpu
-budget: {{trials: 2, {limits}}}
+budget: {{trials: {trials}, {limits}}}
 sampler: {{name: grid}}
 params:
   compile_mode: [{modes}]
@@ -33,11 +33,17 @@ finalists:
 
 
 def sweep(
-    tmp_path: Path, limits: str = "trial_timeout: 5m", modes: str = "none, default", finalist_mode: str = ""
+    tmp_path: Path,
+    limits: str = "trial_timeout: 5m",
+    modes: str = "none, default",
+    finalist_mode: str = "",
+    trials: int = 2,
 ) -> tuple[optuna.Study, str]:
     space = tmp_path / "witness.yaml"
     finalists = f"\n  compile_mode: {finalist_mode}" if finalist_mode else ""
-    text = SPACE.format(record=tmp_path / "compiles.jsonl", limits=limits, modes=modes, finalist_mode=finalists)
+    text = SPACE.format(
+        record=tmp_path / "compiles.jsonl", limits=limits, modes=modes, finalist_mode=finalists, trials=trials
+    )
     space.write_text(text)
     storage = f"sqlite:///{tmp_path}/study.db"
     options = SweepOptions(storage=storage, tracking=False, remeasure_top=1, remeasure_repeats=1)
@@ -101,3 +107,15 @@ def test_no_finalist_starts_once_the_sweeps_time_limit_has_passed(tmp_path: Path
     assert len(study.get_trials(deepcopy=False)) == 1  # the search's one trial outlasted the limit
     assert "finalists: the sweep's time limit has passed; no finalist started" in text
     assert not (tmp_path / "compiles.jsonl").exists()  # nothing compiled
+
+
+def test_a_stage_with_no_compiled_trial_to_retry_says_so(tmp_path: Path) -> None:
+    # A search that measured only the eager default: Inductor's options would change nothing there, and the stage
+    # says why it starts nothing.
+    study, text = sweep(tmp_path, trials=1)
+    assert not [t for t in study.get_trials(deepcopy=False) if schema.ATTR_FINALIST_OF in t.user_attrs]
+    lines = [line for line in text.splitlines() if line.startswith("finalists:")]
+    assert lines == [
+        "finalists: none started: no ranked trial compiles, and inductor coordinate_descent_tuning=true;"
+        "epilogue_fusion=false changes only compiled ones"
+    ], text

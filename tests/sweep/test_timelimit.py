@@ -56,7 +56,9 @@ def test_the_studys_own_finalist_and_cold_compiles_set_the_estimate() -> None:
     assert "as finalist trial 3 did" in estimate.why
 
 
-def limit(tmp_path: Path, deadline: float | None, timeout: str = "1000s", **options: Any) -> TimeLimit:
+def limit(
+    tmp_path: Path, deadline: float | None, timeout: str = "1000s", modes: str = "none, default", **options: Any
+) -> TimeLimit:
     space = tmp_path / "space.yaml"
     space.write_text(
         f"""\
@@ -65,7 +67,7 @@ device: cpu
 budget: {{trials: 100, timeout: {timeout}}}
 sampler: {{name: tpe, seed: 0}}   # what the search draws, and so which trial a finalist re-tries, holds run to run
 params:
-  compile_mode: [none, default]
+  compile_mode: [{modes}]
   batch_size: {{low: 1, high: 100000}}
 finalists: {{top: 1, inductor: {{coordinate_descent_tuning: true}}}}
 """
@@ -160,10 +162,12 @@ class FakeTrials:
         return TrialResult(Status.OK, None, dict(params), metrics)
 
 
-def timed_sweep(tmp_path: Path, executor: FakeTrials, timeout: str) -> tuple[Any, str, float, optuna.Study]:
+def timed_sweep(
+    tmp_path: Path, executor: FakeTrials, timeout: str, modes: str = "none, default"
+) -> tuple[Any, str, float, optuna.Study]:
     """The sweep's summary, progress, how long after its start its last run ended (the report is drawn after, in
     seconds), and its study."""
-    space = limit(tmp_path, None, timeout=timeout).space
+    space = limit(tmp_path, None, timeout=timeout, modes=modes).space
     storage = f"sqlite:///{tmp_path}/t.db"
     options = SweepOptions(
         storage=storage, tracking=False, remeasure_top=2, remeasure_repeats=3, informed_start=False, prune_ratio=0
@@ -192,8 +196,12 @@ def test_a_finalist_that_cannot_end_before_the_limit_is_not_started(tmp_path: Pa
     # A finalist needs about 6 s (its 0.45 s compile x6, three re-measurements): more than the half of 8 s kept for
     # it. The search keeps about 3 s for re-measuring the top 2 thrice, which take no time here: the finalists stage
     # then has that much left to say why it starts nothing (with the 4 s limit and 0.5 s trials this test had, under
-    # 1 s was kept, and a loaded 2-core machine once reached the stage past the limit).
-    summary, text, ended, study = timed_sweep(tmp_path, FakeTrials(search_s=1.0, compile_s=0.45), timeout="8s")
+    # 1 s was kept, and a loaded 2-core machine once reached the stage past the limit). Every search trial but the
+    # default compiles: on a loaded machine the search once had time for two trials only, both eager, and the stage
+    # had no source to speak of.
+    executor = FakeTrials(search_s=1.0, compile_s=0.45)
+    summary, text, ended, study = timed_sweep(tmp_path, executor, timeout="8s", modes="default")
+    assert [p for p in executor.seen if p["compile_mode"] == "default"], text
     assert "kept for the finishing stages" in summary.stop_reason
     assert not [t for t in study.trials if schema.ATTR_FINALIST_OF in t.user_attrs]
     lines = [line for line in text.splitlines() if line.startswith("finalists:")]
