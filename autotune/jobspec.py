@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["MeasureSettings", "Pruning", "TrialSpec"]
+__all__ = ["KERNELS_AUTOTUNING", "PROBE_SPREAD", "MeasureSettings", "Pruning", "TrialSpec"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,15 @@ class MeasureSettings:
         )
 
 
+# The one-off work of an eager configuration whose Triton kernels autotune, in a pruned trial's reason (the trial job's
+# words, which a replay repeats).
+KERNELS_AUTOTUNING = "the kernels' autotuning"
+# How far a trial's timed throughput may stand above its eager probe's for reasons other than its kernels'
+# autotuning: eager trials' timed figures over their probes' were 0.82-1.094 in the recorded H100 and H200
+# trials (scripts/data; cuDNN's search among the reasons).
+PROBE_SPREAD = 1.15
+
+
 @dataclass(frozen=True)
 class Pruning:
     """When a sweep stops a trial early: the throughput a trial must reach, and what its one-off work can add.
@@ -55,13 +64,33 @@ class Pruning:
     this study (:mod:`autotune.sweep.compilegain`); None until the study has measured enough probed trials to say.
     A trial with such work, given a ``Pruning``, first times a few steps of its eager twin without cuDNN's search
     and with its kernels on their first configs (:mod:`autotune.trial.eagerprobe`): that figure is recorded either
-    way, and with both bounds known a configuration whose eager throughput times ``compile_gain`` cannot reach
-    ``below`` stops before that work.
+    way, and a configuration whose eager throughput times the most its work can gain (:meth:`one_off_gain`) cannot
+    reach ``below`` stops before that work.
     """
 
     below: float | None = None
     compile_gain: float | None = None
     basis: str | None = None  # what ``below`` is, for the pruned trial's reason: "0.5 x trial 12's 341.8, ..."
+
+    def one_off_gain(self, autotuning_share: float | None = None) -> tuple[float, str] | None:
+        """The most the first steps' one-off work may multiply a probe's throughput by, and why, in words; None while
+        nothing bounds it.
+
+        ``compile_gain``, or, for a configuration whose only one-off work is its kernels' autotuning, what
+        ``autotuning_share`` (the share of the probe's steps those kernels took on their first configs) allows,
+        whichever is lower: were the kernels free, the step would take the rest (Amdahl's law), and
+        :data:`PROBE_SPREAD` covers the probe's own error.
+        """
+        bounds = []
+        if self.compile_gain is not None:
+            bounds.append(
+                (self.compile_gain, "the most the first steps' one-off work gained in this study, with margin")
+            )
+        if autotuning_share is not None:
+            amdahl = PROBE_SPREAD / max(1.0 - autotuning_share, 1e-3)
+            why = f"the most autotuning can gain where the kernels took {autotuning_share:.1%} of the probe's steps"
+            bounds.append((amdahl, f"{why}, with margin"))
+        return min(bounds, default=None)
 
 
 @dataclass(frozen=True)

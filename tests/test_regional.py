@@ -22,7 +22,7 @@ from autotune.jobspec import Pruning, TrialSpec
 from autotune.knobs import Knobs
 from autotune.regional import find_blocks, signature
 from autotune.results import Status
-from autotune.trial.eagerprobe import eager_twin_throughput
+from autotune.trial.eagerprobe import EagerProbe, eager_twin
 from autotune.trial.job import run_trial
 from autotune.trial.trainstep import TrainStep
 from autotune.workloads import Workload, gpt2, resnet50
@@ -220,7 +220,7 @@ def test_the_eager_probe_runs_compiled_blocks_eager_without_compiling() -> None:
     before = [p.detach().clone() for p in model.parameters()]
     frames = torch._dynamo.utils.counters["frames"]["total"]
     step = TrainStep(workload, model, ctx, optimizer, lambda i: batch)
-    assert (eager_twin_throughput(step, items=16, device=torch.device("cpu")) or 0) > 0
+    assert (eager_twin(step, items=16, device=torch.device("cpu")) or EagerProbe(0)).throughput > 0
     assert torch._dynamo.utils.counters["frames"]["total"] == frames  # nothing was compiled
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 

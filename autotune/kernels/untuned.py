@@ -21,36 +21,77 @@ The block notes which of the cut kernels launched (:class:`FirstConfigs`): those
 ones the trial's first steps will autotune, one-off work that the trial's eager probe, run inside the block too,
 skips (:mod:`autotune.trial.eagerprobe`). The reference pass runs the forward only: a kernel launched in the backward
 alone is not named, and an eager trial whose only autotuning kernels are such is not probed (it autotunes as before).
+Asked to (``first_configs(timed=True)``), the block also times each launch of a cut kernel (:class:`LaunchTimes`):
+the probe's share of its steps spent in the kernels that would autotune bounds what their autotuning can gain.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from autotune.kernels.choices import loaded_autotuners
 
-__all__ = ["FirstConfigs", "cannot_run_here", "first_configs"]
+__all__ = ["FirstConfigs", "LaunchTimes", "cannot_run_here", "first_configs"]
 
 _PRUNING_RULES = ("early_config_prune", "perf_model")  # Triton's Autotuner attributes set by prune_configs_by
 
 
+class LaunchTimes:
+    """The cut kernels' launches inside a timed block, each read in ms once the device has finished it: a GPU launch
+    between CUDA events on the current stream, any other (Triton's CPU interpreter runs the kernel inside the call)
+    by the host's clock."""
+
+    def __init__(self) -> None:
+        self._readers: list[Callable[[], float]] = []
+
+    def __len__(self) -> int:
+        return len(self._readers)
+
+    def ms(self, since: int = 0) -> float:
+        """The launches' time from the ``since``-th on; on a GPU, after the device has synchronised."""
+        return sum(read() for read in self._readers[since:])
+
+    def timing(self, run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``run(*args, **kwargs)``, timed."""
+        if any(isinstance(arg, torch.Tensor) and arg.is_cuda for arg in (*args, *kwargs.values())):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            try:
+                return run(*args, **kwargs)
+            finally:
+                end.record()
+                self._readers.append(lambda: start.elapsed_time(end))
+        began = time.perf_counter()
+        try:
+            return run(*args, **kwargs)
+        finally:
+            host_ms = (time.perf_counter() - began) * 1e3
+            self._readers.append(lambda: host_ms)
+
+
 @dataclass
 class FirstConfigs:
-    """What :func:`first_configs` cut (the autotuners that would have benchmarked, by import path) and which of those
-    launched inside the block: the kernels whose first launch at the trial's own steps autotunes."""
+    """What :func:`first_configs` cut (the autotuners that would have benchmarked, by import path), which of those
+    launched inside the block (the kernels whose first launch at the trial's own steps autotunes) and, in a timed
+    block, how long their launches took."""
 
     cut: list[str] = field(default_factory=list)
     launched: set[str] = field(default_factory=set)
+    launches: LaunchTimes | None = None  # None: not timed
 
 
 @contextmanager
-def first_configs() -> Iterator[FirstConfigs]:
+def first_configs(timed: bool = False) -> Iterator[FirstConfigs]:
     """Inside the block, every loaded autotuner that would benchmark runs its first config; yields what was cut and,
-    as the block runs, which of those launched (nothing cut: the block runs as it would have)."""
-    seen = FirstConfigs()
+    as the block runs, which of those launched and (``timed``) their launches' times (nothing cut: the block runs as
+    it would have)."""
+    seen = FirstConfigs(launches=LaunchTimes() if timed else None)
     cut: list[tuple[Any, list[Any], Any]] = []  # (autotuner, its configs, its own instance-level run or None)
     try:
         for path, autotuner in loaded_autotuners():
@@ -60,7 +101,7 @@ def first_configs() -> Iterator[FirstConfigs]:
             cut.append((autotuner, configs, vars(autotuner).get("run")))
             seen.cut.append(path)
             autotuner.configs = configs[:1]  # Triton launches a lone config without benchmarking or caching it
-            autotuner.run = _noting_launches(autotuner.run, path, seen.launched)  # an instance attribute, for now
+            autotuner.run = _noting_launches(autotuner.run, path, seen)  # an instance attribute, for now
         yield seen
     finally:
         for autotuner, configs, own_run in cut:
@@ -71,13 +112,15 @@ def first_configs() -> Iterator[FirstConfigs]:
                 autotuner.run = own_run  # one set on the instance before (another library's patch)
 
 
-def _noting_launches(run: Callable[..., Any], path: str, launched: set[str]) -> Callable[..., Any]:
+def _noting_launches(run: Callable[..., Any], path: str, seen: FirstConfigs) -> Callable[..., Any]:
     """``run`` (Triton's ``Autotuner.run``, which every launch of the kernel goes through), adding ``path`` to
-    ``launched`` at each call."""
+    ``seen.launched`` at each call, and timing the call where ``seen`` is timed."""
 
     def noted(*args: Any, **kwargs: Any) -> Any:
-        launched.add(path)
-        return run(*args, **kwargs)
+        seen.launched.add(path)
+        if seen.launches is None:
+            return run(*args, **kwargs)
+        return seen.launches.timing(run, args, kwargs)
 
     return noted
 

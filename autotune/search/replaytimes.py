@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from autotune.jobspec import Pruning
+from autotune.jobspec import KERNELS_AUTOTUNING, Pruning
 from autotune.records.trial import REPLAYED_DURATION
 from autotune.results import Status, TrialResult
 from autotune.search.costmodel import graph_key
@@ -88,18 +88,18 @@ class TimedReplay:
         """Pruned before its one-off work (a compile, cuDNN's search, the kernels' autotuning), as the trial job decides
         it (:mod:`autotune.trial.eagerprobe`): where the record was probed (``eager_probe_throughput``), an eager record
         only where it says what its probe cost (``probe_s``)."""
-        eager = metrics.get("eager_probe_throughput")
-        if pruning is None or pruning.below is None or pruning.compile_gain is None:
+        eager, share = metrics.get("eager_probe_throughput"), metrics.get("eager_probe_autotuning_share")
+        work = _one_off_work(params)
+        if pruning is None or pruning.below is None or not _number(eager):
             return None
-        compiled = graph_key(params) is not None
-        if not _number(eager) or eager * pruning.compile_gain >= pruning.below:
+        bound = pruning.one_off_gain(share if work == KERNELS_AUTOTUNING and _number(share) else None)
+        if bound is None or eager * bound[0] >= pruning.below:
             return None
-        if not compiled and not _number(record.get("probe_s")):
+        if graph_key(params) is None and not _number(record.get("probe_s")):
             return None
-        reachable = eager * pruning.compile_gain
+        (gain, why), reachable = bound, eager * bound[0]
         reason = (
-            f"before {_one_off_work(params)}: eager {eager:,.4g} x {pruning.compile_gain:.2f} (the most the first"
-            f" steps' one-off work gained in this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}"
+            f"before {work}: eager {eager:,.4g} x {gain:.2f} ({why}) = {reachable:,.4g} is below {pruning.below:,.4g}"
             f"{_basis(pruning)}"
         )
         early = {
@@ -124,7 +124,7 @@ def _one_off_work(params: Mapping[str, Any]) -> str:
     eager one probed without cuDNN's search autotuned its kernels)."""
     if graph_key(params) is not None:
         return "compiling"
-    return "cuDNN's algorithm search" if params.get("cudnn_benchmark") is True else "the kernels' autotuning"
+    return "cuDNN's algorithm search" if params.get("cudnn_benchmark") is True else KERNELS_AUTOTUNING
 
 
 def _number(value: Any) -> TypeGuard[int | float]:

@@ -15,7 +15,8 @@ bound for the first steps' one-off work, whichever it is. The workload's ``trito
 their configs is a third kind (the probe runs their first configs): only the trial's process knows its kernels,
 so every configuration is handed a bound, and the trial probes where it has one-off work to skip. A compiled (or
 cuDNN-searching) configuration's bound comes from the trials that compiled or searched; an eager one's whose kernels
-autotune, from every probed trial (:func:`compile_gain_bound`).
+autotune, from every probed trial (:func:`compile_gain_bound`). Such a trial also bounds its kernels' gain itself, from
+the share of its probe's steps they took (:meth:`autotune.jobspec.Pruning.one_off_gain`), and the lower bound counts.
 
 The gains of every compile mode are pooled: a sweep compiles a few dozen times, and a bound per mode
 would wait for evidence until the sweep is half over. The margin covers what pooling can miss (CUDA

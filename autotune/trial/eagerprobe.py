@@ -17,6 +17,15 @@ whose kernels would autotune is probed too. On an H200 the first step of GPT-2 i
 (BENCHMARKS.md, issue 19's seventeenth session). What each probe leaves out is the same for every trial of a study,
 so what the one-off work gained (the trial's figure over its probe's) is one bound for all of it.
 
+Where the only one-off work is the kernels' autotuning, the probe also says how much it can gain at most: it times
+each launch of those kernels (on their first configs), and were they to take no time at all the step would take the
+rest (Amdahl's law, :meth:`autotune.jobspec.Pruning.one_off_gain`). That bound needs no evidence from other trials
+and is far tighter than a compile's gain: on an H200 a GPT-2 tf32 eager draw at a third of the best passed the
+study's bound (1.68x, learnt from compiles) and autotuned the fused head for 11.9 s before its warm-up pruned it
+(issue 19's nineteenth session). A probe whose second step already shows the configuration cannot win, even were
+its later steps :data:`~autotune.trial.warmup.EAGER_ONE_OFF_MS` faster, stops there (an fp32 GPT-2 step takes 1.1 s
+at batch 64).
+
 The probe leaves the trial as it found it: the learning rates are zero while it runs, so the first
 compiled step (checked against the fp32 reference loss) sees the weights untouched; the memory it
 took is handed back and the peak statistics reset, so the trial's peak memory is the compiled run's.
@@ -25,24 +34,46 @@ took is handed back and the peak statistics reset, so the trial's peak memory is
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from autotune.kernels.untuned import cannot_run_here, first_configs
+from autotune.kernels.untuned import FirstConfigs, cannot_run_here, first_configs
 from autotune.trial.measure import time_steps
 from autotune.trial.trainstep import TrainStep
+from autotune.trial.warmup import EAGER_ONE_OFF_MS
 
-__all__ = ["PROBE_STEPS", "cannot_win", "eager_twin_throughput"]
+__all__ = ["PROBE_STEPS", "EagerProbe", "cannot_win", "eager_twin"]
 
 # The first step pays cuDNN's algorithm search and the allocator's growth; the fastest of the rest counts
 # (the higher the estimate, the less a probe prunes: noise errs on the side of compiling).
 PROBE_STEPS = 5
 
 
-def eager_twin_throughput(step: TrainStep, items: int, device: torch.device) -> float | None:
-    """Items per second of ``step`` run eager, without cuDNN's algorithm search; None when eager runs out of memory.
+@dataclass(frozen=True)
+class EagerProbe:
+    """What the eager twin's steps said: items per second of its fastest step after the first and, where kernels
+    that would autotune ran on their first configs, the share of the steps after the first that they took."""
+
+    throughput: float
+    autotuning_share: float | None = None
+
+    def metrics(self) -> dict[str, float]:
+        """The probe's figures as a trial records them."""
+        found = {"eager_probe_throughput": self.throughput}
+        if self.autotuning_share is not None:
+            found["eager_probe_autotuning_share"] = self.autotuning_share
+        return found
+
+
+def eager_twin(
+    step: TrainStep, items: int, device: torch.device, cannot_win_yet: Callable[[EagerProbe], bool] | None = None
+) -> EagerProbe | None:
+    """``step`` run eager, without cuDNN's algorithm search or its kernels' autotuning; None when eager runs out of
+    memory. ``cannot_win_yet`` is asked, after the second step, of the most the probe could still say (its later
+    steps each :data:`EAGER_ONE_OFF_MS` faster): True ends the probe there.
 
     A model compiled whole runs its wrapped module; one whose blocks are compiled in place (``compile_scope=blocks``)
     runs itself with torch.compile told to run eager (``torch.compiler.set_stance("force_eager")``); an eager one
@@ -57,30 +88,62 @@ def eager_twin_throughput(step: TrainStep, items: int, device: torch.device) -> 
     twin = TrainStep(step.workload, eager, step.ctx, step.optimizer, step.batch_for)
     try:
         with _learning_rates_zero(step.optimizer), stance, _no_cudnn_search():
-            times = _untuned_times(twin, device)
+            return _untuned_probe(_Probe(twin, items, device, cannot_win_yet))
     except torch.OutOfMemoryError:
         return None  # eager can need more memory than compiled: no estimate, the trial compiles as usual
     finally:
         del twin
         _hand_back_memory(device)
-    return items / (min(times[1:]) / 1e3)
 
 
-def _untuned_times(twin: TrainStep, device: torch.device) -> list[float]:
-    """The probe's step times with each autotuning kernel on its first config; where a first config cannot run here
-    (what Triton's autotuner skips a config for), with the kernels choosing as ever."""
-    with first_configs() as cut:
+@dataclass
+class _Probe:
+    twin: TrainStep
+    items: int
+    device: torch.device
+    cannot_win_yet: Callable[[EagerProbe], bool] | None
+
+
+def _untuned_probe(probe: _Probe) -> EagerProbe:
+    """The probe with each autotuning kernel on its first config; where a first config cannot run here (what
+    Triton's autotuner skips a config for), with the kernels choosing as ever (and no share to tell)."""
+    with first_configs(timed=True) as cut:
         try:
-            return time_steps(twin, PROBE_STEPS, device)
+            return _timed_steps(probe, cut)
         except Exception as exc:
             if not cut.cut or not cannot_run_here(exc):
                 raise
-    return time_steps(twin, PROBE_STEPS, device)
+    times = time_steps(probe.twin, PROBE_STEPS, probe.device)
+    return EagerProbe(probe.items / (min(times[1:]) / 1e3))
 
 
-def cannot_win(eager_throughput: float, compile_gain: float, prune_below: float) -> bool:
-    """Whether even the largest gain the one-off work gave in this study leaves the configuration under the bound."""
-    return eager_throughput * compile_gain < prune_below
+def _timed_steps(probe: _Probe, cut: FirstConfigs) -> EagerProbe:
+    """Two steps, then (unless they already show the configuration cannot win) the rest of :data:`PROBE_STEPS`."""
+    launches = cut.launches
+    assert launches is not None  # a timed block
+    starts: list[int] = []  # the launches made before each step
+
+    def step(index: int) -> None:
+        starts.append(len(launches))
+        probe.twin(index)
+
+    def said(times: list[float], throughput: float) -> EagerProbe:
+        if not cut.launched:
+            return EagerProbe(throughput)
+        return EagerProbe(throughput, launches.ms(since=starts[1]) / sum(times[1:]))
+
+    times = time_steps(step, 2, probe.device)
+    if probe.cannot_win_yet is not None and times[1] > EAGER_ONE_OFF_MS:
+        at_most = said(times, probe.items / ((times[1] - EAGER_ONE_OFF_MS) / 1e3))
+        if probe.cannot_win_yet(at_most):
+            return said(times, probe.items / (times[1] / 1e3))
+    times += time_steps(step, PROBE_STEPS - 2, probe.device)
+    return said(times, probe.items / (min(times[1:]) / 1e3))
+
+
+def cannot_win(eager_throughput: float, gain: float, prune_below: float) -> bool:
+    """Whether even the most the one-off work can gain leaves the configuration under the bound."""
+    return eager_throughput * gain < prune_below
 
 
 @contextlib.contextmanager

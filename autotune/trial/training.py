@@ -26,14 +26,14 @@ from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.data import LoaderBatches, SyntheticBatches, build_loader, data_noops, wait_metrics
 from autotune.errors import AutotuneError, first_line
-from autotune.jobspec import MeasureSettings, TrialSpec
+from autotune.jobspec import KERNELS_AUTOTUNING, MeasureSettings, TrialSpec
 from autotune.results import Status, TrialResult
 from autotune.trial.compilephases import compile_phases
-from autotune.trial.eagerprobe import cannot_win, eager_twin_throughput
+from autotune.trial.eagerprobe import EagerProbe, cannot_win, eager_twin
 from autotune.trial.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
 from autotune.trial.numerics import Reference, check_first_loss, check_losses, reference_pass
 from autotune.trial.trainstep import TrainStep, prepare_pair
-from autotune.trial.warmup import compile_seconds, settled_ms, timed_step_count, warm_up
+from autotune.trial.warmup import EAGER_ONE_OFF_MS, compile_seconds, settled_ms, timed_step_count, warm_up
 
 __all__ = ["TrainingTrial", "measure_training", "overhead"]
 
@@ -76,11 +76,6 @@ class TrainingTrial:
 # a step, a 16.6 s pruned trial on an H100).
 HOPELESS_MARGIN = 2.0
 HOPELESS_AFTER = 2  # steps after the first before the warm-up may be judged hopeless
-# The most one-off work an eager step after the first may still hold, with room: in the 87 eager trials recorded on
-# H100s and H200s (scripts/data), 82 did none after their first step and 5 did 0.07-0.10 s (ResNet-50 at batch 64,
-# GPT-2 at batch 16). So one eager step after the first, less this, already bounds the steady step from below: a
-# long hopeless step (2.3 s in fp32 GPT-2) is judged on it, a short one waits for HOPELESS_AFTER.
-EAGER_ONE_OFF_MS = 250.0
 
 
 def _hopeless(trial: TrainingTrial, ctx: knobs_mod.StepContext) -> Callable[[list[float]], bool] | None:
@@ -148,13 +143,13 @@ def _basis(trial: TrainingTrial) -> str:
     return f" ({basis})" if basis else ""
 
 
-def _eager_probe(trial: TrainingTrial, step: TrainStep, work: str | None) -> float | None:
-    """The eager twin's throughput, for a trial of a sweep on synthetic batches with one-off ``work`` to skip; else
+def _eager_probe(trial: TrainingTrial, step: TrainStep, work: str | None) -> EagerProbe | None:
+    """The eager twin's figures, for a trial of a sweep on synthetic batches with one-off ``work`` to skip; else
     None. Behind a loader the probe would take the loader's first batches, which the first step is checked on; and a
     trial run alone (``autotune trial``) has nothing to prune against."""
     if trial.spec.pruning is None or trial.behind_loader or work is None:
         return None
-    return eager_twin_throughput(step, trial.items, trial.device)
+    return eager_twin(step, trial.items, trial.device, lambda at_most: _cannot_win(trial, at_most, work) is not None)
 
 
 def _one_off_work(trial: TrainingTrial, autotuning: frozenset[str]) -> str | None:
@@ -166,27 +161,39 @@ def _one_off_work(trial: TrainingTrial, autotuning: frozenset[str]) -> str | Non
     if trial.knobs.cudnn_benchmark and trial.device.type == "cuda":
         return "cuDNN's algorithm search"
     if autotuning:
-        return "the kernels' autotuning"
+        return KERNELS_AUTOTUNING
     return None
 
 
-def _pruned_before_compile(trial: TrainingTrial, eager: float, work: str | None) -> TrialResult | None:
-    """A pruned result, ``work`` not paid, when ``eager`` times the study's one-off gain cannot reach the bound."""
+def _cannot_win(trial: TrainingTrial, eager: EagerProbe, work: str | None) -> tuple[float, str] | None:
+    """The gain bound and its reason when ``eager`` times the most ``work`` can gain stays under the pruning line;
+    else None. The share of the probe's steps its autotuning kernels took bounds only the autotuning's gain."""
     pruning = trial.spec.pruning
-    if pruning is None or pruning.below is None or pruning.compile_gain is None:
+    if pruning is None or pruning.below is None:
         return None
-    if not cannot_win(eager, pruning.compile_gain, pruning.below):
+    share = eager.autotuning_share if work == KERNELS_AUTOTUNING else None
+    bound = pruning.one_off_gain(share)
+    if bound is None or not cannot_win(eager.throughput, bound[0], pruning.below):
         return None
-    unit, reachable = trial.workload.unit, eager * pruning.compile_gain
+    return bound
+
+
+def _pruned_before_compile(trial: TrainingTrial, eager: EagerProbe, work: str | None) -> TrialResult | None:
+    """A pruned result, ``work`` not paid, when ``eager`` times the most ``work`` can gain cannot reach the line."""
+    bound = _cannot_win(trial, eager, work)
+    if bound is None:
+        return None
+    assert trial.spec.pruning is not None and trial.spec.pruning.below is not None  # a bound was judged on them
+    (gain, why), below = bound, trial.spec.pruning.below
+    unit, reachable = trial.workload.unit, eager.throughput * gain
     reason = (
-        f"before {work}: eager {eager:,.4g} {unit} x {pruning.compile_gain:.2f} (the most the first steps' one-off"
-        f" work gained in this study, with margin) = {reachable:,.4g} is below {pruning.below:,.4g}"
-        f"{_basis(trial)}"
+        f"before {work}: eager {eager.throughput:,.4g} {unit} x {gain:.2f} ({why}) = {reachable:,.4g} is below"
+        f" {below:,.4g}{_basis(trial)}"
     )
     metrics = {
         "throughput": reachable,  # the most it could reach compiled: what it was pruned on
         "throughput_unit": unit,
-        "eager_probe_throughput": eager,
+        **eager.metrics(),
         "pruned_before_compile": 1.0,  # the name stored studies read; set before cuDNN's search too
         "compile_s": 0.0,
         "warmup_steps": 0,
@@ -292,7 +299,7 @@ def _run_steps(
     pruned = _pruned(trial, warm_ms)
     if pruned is not None:
         if eager is not None:
-            pruned.metrics["eager_probe_throughput"] = eager  # a compiled figure too: evidence of the gain
+            pruned.metrics.update(eager.metrics())  # a compiled figure too: evidence of the gain
         _record_blocks(ctx, pruned)
         return pruned
     telemetry = GpuTelemetry(device)
@@ -301,7 +308,7 @@ def _run_steps(
     check_losses(step.losses, precision)
     metrics = _metrics(trial, warm_ms, timed_ms, setup_s, rel_error, telemetry)
     if eager is not None:
-        metrics["eager_probe_throughput"] = eager  # what the study learns compiling's gain from
+        metrics.update(eager.metrics())  # what the study learns compiling's gain from
     series = {"step_ms": timed_ms}
     if source is not None:
         waits_ms = source.waits_ms()[-len(timed_ms) :]  # one wait per step; the timed steps came last

@@ -15,7 +15,13 @@ import torch
 from autotune.jobspec import MeasureSettings
 from autotune.trial.measure import settled, time_steps
 
-__all__ = ["compile_seconds", "settled_ms", "timed_step_count", "warm_up"]
+__all__ = ["EAGER_ONE_OFF_MS", "compile_seconds", "settled_ms", "timed_step_count", "warm_up"]
+
+# The most one-off work an eager step after the first may still hold, with room: in the 87 eager trials recorded on
+# H100s and H200s (scripts/data), 82 did none after their first step and 5 did 0.07-0.10 s (ResNet-50 at batch 64,
+# GPT-2 at batch 16). So one eager step after the first, less this, already bounds the steady step from below: a
+# long hopeless step (2.3 s in fp32 GPT-2) is judged on it, a short one waits for more.
+EAGER_ONE_OFF_MS = 250.0
 
 
 def warm_up(

@@ -119,10 +119,25 @@ found["genuine"] = {"raised": raised, "passes": passes[0], "configs": len(uk.las
 """
 
 
+TIMED = """
+import time
+x, y = torch.randn(40), torch.randn(40)
+with first_configs() as plain:
+    uk.launch(uk.last_wins_add, x, y)
+with first_configs(timed=True) as timed:
+    began = time.perf_counter()
+    for _ in range(3):
+        uk.launch(uk.last_wins_add, x, y)
+    spent_ms = (time.perf_counter() - began) * 1e3
+found["timed"] = {"plain": plain.launches is None, "count": len(timed.launches), "ms": timed.launches.ms(),
+                  "from_second": timed.launches.ms(since=1), "spent_ms": spent_ms, "block": uk.LAST_BLOCK[0]}
+"""
+
+
 @pytest.fixture(scope="module")
 def found(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The scenarios below, in order, in one process (each one's kernels load after the others ran)."""
-    script = PRELUDE + REFERENCE + LEFT_TO_CHOOSE + FIRST_FAILS + GENUINE + "json.dump(found, sys.stdout)\n"
+    script = PRELUDE + REFERENCE + LEFT_TO_CHOOSE + FIRST_FAILS + GENUINE + TIMED + "json.dump(found, sys.stdout)\n"
     return json.loads(run_interpreted(["-c", script], tmp_path_factory.mktemp("untuned")).stdout)
 
 
@@ -160,3 +175,12 @@ def test_a_first_config_that_cannot_run_sends_the_reference_back_to_the_kernels_
 
 def test_any_other_failure_of_the_reference_is_raised_at_once(found: Any) -> None:
     assert found["genuine"] == {"raised": "the loss failed", "passes": 1, "configs": 3}
+
+
+def test_a_timed_block_times_each_launch_of_a_cut_kernel(found: Any) -> None:
+    # The eager probe's share of its steps spent in the kernels that would autotune comes from these times (in the
+    # interpreter by the host's clock: the kernel runs inside the call).
+    done = found["timed"]
+    assert done["plain"]  # an untimed block keeps no times
+    assert done["count"] == 3 and done["block"] == 16  # each launch, on the first config
+    assert 0 < done["from_second"] < done["ms"] <= done["spent_ms"]

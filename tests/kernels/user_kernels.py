@@ -6,6 +6,9 @@ which config ran.
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import torch
 import triton
 import triton.language as tl
@@ -143,3 +146,21 @@ def self_tuned_mlp(preset: str = "tiny") -> object:
     """:func:`kernel_mlp` with the kernel that chooses its own config, :data:`self_tuned_add`."""
     KERNEL[0] = self_tuned_add
     return kernel_mlp(preset)
+
+
+SLOW_FORWARD_S = 0.05  # what the slow model's forward spends besides the kernel
+
+
+class SlowKernelMLP(KernelMLP):
+    """:class:`KernelMLP` whose forward also waits :data:`SLOW_FORWARD_S`: the kernel is a small share of its step,
+    as a loss kernel is of a large model's."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(SLOW_FORWARD_S)
+        return super().forward(x)
+
+
+def slow_last_wins_mlp(preset: str = "tiny") -> object:
+    """:func:`last_wins_mlp` with the slow model: its kernel a few percent of the step."""
+    workload = last_wins_mlp(preset)
+    return dataclasses.replace(workload, model=SlowKernelMLP())  # type: ignore[type-var]

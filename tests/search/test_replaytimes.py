@@ -111,6 +111,23 @@ def test_an_eager_record_with_a_probe_is_pruned_before_cudnn_search_at_the_probe
     assert result.status is Status.PRUNED and result.reason is not None and result.reason.startswith("warm-up ")
 
 
+def test_an_eager_record_whose_kernels_were_a_small_share_of_its_probe_is_pruned_on_that_share(tmp_path: Path) -> None:
+    # As the trial job decides: the kernels took 10% of the probe's steps, so autotuning them gains at most
+    # PROBE_SPREAD / 0.9 = 1.28x; 100 x 1.28 cannot reach 140, with or without a gain learnt by the study.
+    autotuned: dict[str, Any] = {"params": {"compile_mode": "none"}, "status": "ok", "throughput": 101.0}
+    timed = {**autotuned, "duration_s": 15.0, "eager_probe_throughput": 100.0, "probe_s": 2.0, "window_s": 3.0}
+    path = tmp_path / "autotuned.json"
+    path.write_text(json.dumps([{**timed, "eager_probe_autotuning_share": 0.1}]))
+    for learnt in (None, 3.0):
+        result = TimedReplay(ReplayRecords.load(path)).answer(autotuned["params"], Pruning(140.0, learnt))
+        assert result.status is Status.PRUNED and result.reason is not None
+        assert result.reason.startswith("before the kernels' autotuning: eager 100 x 1.28 (the most autotuning can")
+        assert result.metrics["duration_s"] == 2.0
+    path.write_text(json.dumps([timed]))  # a record from before the share was recorded: the study's gain only
+    result = TimedReplay(ReplayRecords.load(path)).answer(autotuned["params"], Pruning(140.0, 3.0))
+    assert result.status is Status.PRUNED and result.reason is not None and result.reason.startswith("warm-up ")
+
+
 def test_pruned_after_warm_up_skips_the_timed_window(replay: TimedReplay) -> None:
     result = replay.answer({"compile_mode": "default", "fused_optimizer": False}, Pruning(200.0, 3.0))
     assert result.status is Status.PRUNED

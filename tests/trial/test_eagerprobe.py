@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -14,11 +15,12 @@ from pythonpath import TESTS, child_env
 from torch.nn import functional as F
 
 from autotune import knobs, workloads
-from autotune.jobspec import Pruning, TrialSpec
+from autotune.jobspec import PROBE_SPREAD, Pruning, TrialSpec
 from autotune.results import Status
-from autotune.trial.eagerprobe import PROBE_STEPS, cannot_win, eager_twin_throughput
+from autotune.trial.eagerprobe import PROBE_STEPS, EagerProbe, cannot_win, eager_twin
 from autotune.trial.job import run_trial
 from autotune.trial.trainstep import TrainStep
+from autotune.trial.warmup import EAGER_ONE_OFF_MS
 
 TINY = "tests.trial_workloads:tiny_mlp"
 
@@ -35,8 +37,9 @@ def _compiled_step(lr: float = 0.1) -> tuple[TrainStep, torch.nn.Module, torch.o
 def test_the_probe_runs_the_eager_module_and_leaves_the_weights_and_rates_as_they_were() -> None:
     step, model, optimizer = _compiled_step()
     before = [p.detach().clone() for p in model.parameters()]
-    throughput = eager_twin_throughput(step, items=4, device=torch.device("cpu"))
-    assert throughput is not None and throughput > 0
+    probe = eager_twin(step, items=4, device=torch.device("cpu"))
+    assert probe is not None and probe.throughput > 0
+    assert probe.autotuning_share is None  # no kernel of its would autotune
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))  # learning rate 0
     assert optimizer.param_groups[0]["lr"] == 0.1
     assert optimizer.state[next(model.parameters())]["step"] == PROBE_STEPS  # the steps did run
@@ -66,7 +69,7 @@ def test_an_eager_model_is_probed_as_it_is_without_cudnn_search_and_the_flag_com
     saved = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = True  # what cudnn_benchmark=true set for the trial
     try:
-        assert eager_twin_throughput(step, items=4, device=torch.device("cpu")) is not None
+        assert eager_twin(step, items=4, device=torch.device("cpu")) is not None
         assert torch.backends.cudnn.benchmark is True  # the trial's own setting, back for its first steps
     finally:
         torch.backends.cudnn.benchmark = saved
@@ -111,24 +114,24 @@ def test_an_eager_gpu_trial_that_asks_for_cudnn_search_stops_before_it() -> None
 KERNEL_PROBE = """
 import json, sys, torch
 import user_kernels as uk
-from autotune.jobspec import Pruning, TrialSpec
+from autotune.jobspec import PROBE_SPREAD, Pruning, TrialSpec
 from autotune.trial.job import run_trial
 
 below = float(sys.argv[1]) if sys.argv[1] != "none" else None
-pruning = Pruning(below=below, compile_gain=1.5 if below else None)
-result = run_trial(TrialSpec("user_kernels:last_wins_mlp", {"compile_mode": "none"}, "tiny", "cpu", pruning=pruning))
+gain = None if sys.argv[2] == "none" else float(sys.argv[2])
+pruning = Pruning(below=below, compile_gain=gain)
+result = run_trial(TrialSpec(sys.argv[3], {"compile_mode": "none"}, "tiny", "cpu", pruning=pruning))
 print(json.dumps({"status": result.status.value, "reason": result.reason, "metrics": result.metrics,
                   "cache": len(uk.last_wins_add.cache), "block": uk.LAST_BLOCK[0]}))
 """
 
 
-def _kernel_trial(below: str) -> dict[str, Any]:
+def _kernel_trial(below: str, gain: str = "1.5", workload: str = "user_kernels:last_wins_mlp") -> dict[str, Any]:
     """An eager trial of a workload whose Triton kernel autotunes (its last config always wins), in Triton's CPU
-    interpreter, pruned on ``below`` (``none``: no bound yet)."""
+    interpreter, pruned on ``below`` and the study's ``gain`` (``none``: not known yet)."""
     env = child_env(TESTS / "kernels", TESTS, TRITON_INTERPRET="1")
-    done = subprocess.run(
-        [sys.executable, "-c", KERNEL_PROBE, below], env=env, capture_output=True, text=True, timeout=600
-    )
+    args = [sys.executable, "-c", KERNEL_PROBE, below, gain if below != "none" else "none", workload]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return found
@@ -148,3 +151,69 @@ def test_an_eager_trial_whose_kernels_autotune_is_probed_on_first_configs_then_a
     assert measured["status"] == "ok", measured["reason"]
     assert measured["metrics"]["eager_probe_throughput"] > 0  # evidence of what the autotuning gained
     assert measured["cache"] == 1 and measured["block"] == 64  # the trial's own steps benchmarked: the last won
+
+
+def test_an_eager_trial_whose_kernels_are_a_small_share_of_the_step_stops_on_that_share_alone() -> None:
+    # No study evidence yet (no gain learnt): the probe's own share of its steps spent in the kernel bounds what
+    # autotuning it can gain (Amdahl), and that bound alone leaves it under the line.
+    pruned = _kernel_trial("1e12", gain="none", workload="user_kernels:slow_last_wins_mlp")
+    assert pruned["status"] == "pruned", pruned["reason"]
+    metrics, reason = pruned["metrics"], pruned["reason"]
+    share = metrics["eager_probe_autotuning_share"]
+    assert 0 < share < 0.5  # the model's own 50 ms wait dwarfs the kernel
+    assert reason.startswith("before the kernels' autotuning: eager ")
+    assert f"the most autotuning can gain where the kernels took {share:.1%} of the probe's steps" in reason
+    assert metrics["throughput"] == pytest.approx(metrics["eager_probe_throughput"] * PROBE_SPREAD / (1 - share))
+    assert pruned["cache"] == 0 and pruned["block"] == 16  # the kernel ran its first config and never benchmarked
+
+
+class _Slow(torch.nn.Module):
+    """A linear layer whose forward waits ``wait_s``: a long step, as fp32 GPT-2's 1.1 s at batch 64."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 3)
+        self.wait_s = wait_s
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(self.wait_s)
+        return self.linear(x)
+
+
+def _slow_step(wait_s: float) -> tuple[TrainStep, torch.nn.Module, torch.optim.Optimizer]:
+    model = _Slow(wait_s)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    batch = (torch.randn(4, 8), torch.randint(0, 3, (4,)))
+    workload = workloads.Workload(model, lambda n, d: batch, F.cross_entropy)
+    ctx = knobs.apply(model, optimizer, knobs.Knobs(), "cpu")[1]
+    return TrainStep(workload, model, ctx, optimizer, lambda i: batch), model, optimizer
+
+
+def test_a_long_probe_that_cannot_win_after_its_second_step_stops_there() -> None:
+    step, model, optimizer = _slow_step(EAGER_ONE_OFF_MS / 1e3 + 0.1)
+    asked: list[EagerProbe] = []
+
+    def cannot_win_yet(at_most: EagerProbe) -> bool:
+        asked.append(at_most)
+        return True
+
+    probe = eager_twin(step, items=4, device=torch.device("cpu"), cannot_win_yet=cannot_win_yet)
+    assert probe is not None and len(asked) == 1
+    assert optimizer.state[next(model.parameters())]["step"] == 2  # two steps, not PROBE_STEPS
+    # It was asked about its second step less the eager allowance: more than that step's own figure.
+    assert asked[0].throughput > probe.throughput > 0
+
+
+def test_a_probe_that_may_still_win_or_whose_steps_are_short_runs_all_its_steps() -> None:
+    step, model, optimizer = _slow_step(EAGER_ONE_OFF_MS / 1e3 + 0.1)
+    assert eager_twin(step, items=4, device=torch.device("cpu"), cannot_win_yet=lambda at_most: False) is not None
+    assert optimizer.state[next(model.parameters())]["step"] == PROBE_STEPS
+    short, model, optimizer = _slow_step(0.0)  # a short step less the allowance bounds nothing: never asked
+    asked: list[EagerProbe] = []
+
+    def may_win(at_most: EagerProbe) -> bool:
+        asked.append(at_most)
+        return False
+
+    assert eager_twin(short, items=4, device=torch.device("cpu"), cannot_win_yet=may_win) is not None
+    assert not asked and optimizer.state[next(model.parameters())]["step"] == PROBE_STEPS
