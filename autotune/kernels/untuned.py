@@ -21,7 +21,7 @@ The block notes which of the cut kernels launched (:class:`FirstConfigs`): those
 ones the trial's first steps will autotune, one-off work that the trial's eager probe, run inside the block too,
 skips (:mod:`autotune.trial.eagerprobe`). The reference pass runs the forward only: a kernel launched in the backward
 alone is not named, and an eager trial whose only autotuning kernels are such is not probed (it autotunes as before).
-Asked to (``first_configs(timed=True)``), the block also times each launch of a cut kernel (:class:`LaunchTimes`):
+Asked to (``first_configs(time_on=device)``), the block also times each launch of a cut kernel (:class:`LaunchTimes`):
 the probe's share of its steps spent in the kernels that would autotune bounds what their autotuning can gain.
 """
 
@@ -43,11 +43,12 @@ _PRUNING_RULES = ("early_config_prune", "perf_model")  # Triton's Autotuner attr
 
 
 class LaunchTimes:
-    """The cut kernels' launches inside a timed block, each read in ms once the device has finished it: a GPU launch
-    between CUDA events on the current stream, any other (Triton's CPU interpreter runs the kernel inside the call)
-    by the host's clock."""
+    """The cut kernels' launches inside a timed block, each read in ms once the device has finished it: on a GPU
+    between CUDA events on the current stream (a launch only queues the kernel), on a CPU by the host's clock
+    (Triton's interpreter runs the kernel inside the call)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device) -> None:
+        self._on_gpu = device.type == "cuda"
         self._readers: list[Callable[[], float]] = []
 
     def __len__(self) -> int:
@@ -59,7 +60,7 @@ class LaunchTimes:
 
     def timing(self, run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``run(*args, **kwargs)``, timed."""
-        if any(isinstance(arg, torch.Tensor) and arg.is_cuda for arg in (*args, *kwargs.values())):
+        if self._on_gpu:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             try:
@@ -87,11 +88,11 @@ class FirstConfigs:
 
 
 @contextmanager
-def first_configs(timed: bool = False) -> Iterator[FirstConfigs]:
+def first_configs(time_on: torch.device | None = None) -> Iterator[FirstConfigs]:
     """Inside the block, every loaded autotuner that would benchmark runs its first config; yields what was cut and,
-    as the block runs, which of those launched and (``timed``) their launches' times (nothing cut: the block runs as
-    it would have)."""
-    seen = FirstConfigs(launches=LaunchTimes() if timed else None)
+    as the block runs, which of those launched and (given the device they run on, ``time_on``) their launches'
+    times (nothing cut: the block runs as it would have)."""
+    seen = FirstConfigs(launches=LaunchTimes(time_on) if time_on is not None else None)
     cut: list[tuple[Any, list[Any], Any]] = []  # (autotuner, its configs, its own instance-level run or None)
     try:
         for path, autotuner in loaded_autotuners():

@@ -12,12 +12,15 @@ in seconds:
   autotune), the seconds until its eager twin's throughput (``eager_probe_throughput``,
   :mod:`autotune.trial.eagerprobe`) is known: where a trial pruned before its one-off work stops; an eager record
   without it is never pruned that way (the modelled records of ``scripts/record_model.py`` give none: they model no
-  kernel autotuning);
+  kernel autotuning); ``eager_probe_autotuning_share``: for an eager one whose kernels autotune, the share of its
+  probe's steps they took, which bounds their autotuning's gain as in the trial;
 - ``window_s``: the timed window, which a trial pruned after its warm-up skips.
 
 :class:`TimedReplay` answers as the sweep's trial job would: the compile is the cached one where the study
-compiled the graph before; given a :class:`~autotune.jobspec.Pruning`, a compiled configuration whose eager
-figure times the study's compile gain cannot reach the bound stops before compiling (costing ``probe_s``), and
+compiled the graph before; given a :class:`~autotune.jobspec.Pruning`, a probed configuration whose eager figure
+times the most its one-off work can gain (:meth:`~autotune.jobspec.Pruning.one_off_gain`: the study's gain, or for
+kernels' autotuning the lower of that and their share's bound) cannot reach the bound stops before that work (costing
+``probe_s``), and
 one whose throughput is under the bound stops after its warm-up (its duration less ``window_s``). The result
 carries the trial's duration in its ``duration_s`` metric, which :attr:`TrialRecord.duration_s` reads: the
 record model's figures (time shares, time to within 2%) are then the replayed ones, computed as for a real sweep.
@@ -37,6 +40,8 @@ from autotune.records.trial import REPLAYED_DURATION
 from autotune.results import Status, TrialResult
 from autotune.search.costmodel import graph_key
 from autotune.search.replay import ReplayRecords
+
+PROBE_DETAILS = ("eager_probe_autotuning_share", "eager_probe_steps")  # kept as the trial job keeps them
 
 __all__ = ["TIME_FIELDS", "TimedReplay"]
 
@@ -105,6 +110,7 @@ class TimedReplay:
         early = {
             "throughput": reachable,
             "eager_probe_throughput": eager,
+            **{name: metrics[name] for name in PROBE_DETAILS if _number(metrics.get(name))},
             "pruned_before_compile": 1.0,
             "compile_s": 0.0,
             REPLAYED_DURATION: float(record.get("probe_s") or 0.0),

@@ -20,6 +20,7 @@ worker already ran or runs.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -54,7 +55,7 @@ class Finalists:
         ctx.records.refresh()
         sources = finalist_sources(ctx.records, self.spec)
         if not sources:
-            ctx.progress.message(f"finalists: none started: {self._no_source()}")
+            ctx.progress.message(f"finalists: none started: {self._no_source(ctx.records.ranked)}")
             return
         for source in sources:
             params = {**source.params, **self.overrides}
@@ -66,11 +67,15 @@ class Finalists:
             if self._fits(ctx, source):
                 self._try(ctx, source, params)
 
-    def _no_source(self) -> str:
+    def _no_source(self, ranked: Sequence[TrialRecord]) -> str:
         """Why no ranked trial is a finalist's source, in words."""
-        if "compile_mode" in self.overrides:
-            return f"no ranked trial that {_describe(self.overrides)} would change"
-        return f"no ranked trial compiles, and {_describe(self.overrides)} changes only compiled ones"
+        searched = [record for record in ranked if record.finalist_of is None]
+        compiled = [record for record in searched if record.params.get("compile_mode", "none") != "none"]
+        if not searched:
+            return "no trial of the search ranks"
+        if "compile_mode" not in self.overrides and not compiled:
+            return f"no ranked trial compiles, and {_describe(self.overrides)} changes only compiled ones"
+        return f"every ranked trial it could re-try has {_describe(self.overrides)} already"
 
     def _fits(self, ctx: SweepContext, source: TrialRecord) -> bool:
         """Whether ``source``'s finalist (and its re-measurement) is expected to end before the time limit; if not,

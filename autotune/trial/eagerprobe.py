@@ -45,7 +45,7 @@ from autotune.trial.measure import time_steps
 from autotune.trial.trainstep import TrainStep
 from autotune.trial.warmup import EAGER_ONE_OFF_MS
 
-__all__ = ["PROBE_STEPS", "EagerProbe", "cannot_win", "eager_twin"]
+__all__ = ["PROBE_STEPS", "EagerProbe", "cannot_win", "ceiling", "eager_twin"]
 
 # The first step pays cuDNN's algorithm search and the allocator's growth; the fastest of the rest counts
 # (the higher the estimate, the less a probe prunes: noise errs on the side of compiling).
@@ -59,21 +59,31 @@ class EagerProbe:
 
     throughput: float
     autotuning_share: float | None = None
+    steps: int = PROBE_STEPS  # fewer: it stopped early, and its figures are the most it could still have said
 
     def metrics(self) -> dict[str, float]:
         """The probe's figures as a trial records them."""
         found = {"eager_probe_throughput": self.throughput}
         if self.autotuning_share is not None:
             found["eager_probe_autotuning_share"] = self.autotuning_share
+        if self.steps < PROBE_STEPS:
+            found["eager_probe_steps"] = float(self.steps)
         return found
+
+    def said(self, unit: str) -> str:
+        """``eager 1.7e+05 tokens/s``, or for a probe that stopped early ``eager at most 1.7e+05 tokens/s (2 of 5
+        probe steps)``."""
+        if self.steps < PROBE_STEPS:
+            return f"eager at most {self.throughput:,.4g} {unit} ({self.steps} of {PROBE_STEPS} probe steps)"
+        return f"eager {self.throughput:,.4g} {unit}"
 
 
 def eager_twin(
     step: TrainStep, items: int, device: torch.device, cannot_win_yet: Callable[[EagerProbe], bool] | None = None
 ) -> EagerProbe | None:
     """``step`` run eager, without cuDNN's algorithm search or its kernels' autotuning; None when eager runs out of
-    memory. ``cannot_win_yet`` is asked, after the second step, of the most the probe could still say (its later
-    steps each :data:`EAGER_ONE_OFF_MS` faster): True ends the probe there.
+    memory. ``cannot_win_yet`` is asked, after a second step longer than :data:`EAGER_ONE_OFF_MS`, of the most the
+    probe could still say (:func:`ceiling`): True ends the probe there, with that.
 
     A model compiled whole runs its wrapped module; one whose blocks are compiled in place (``compile_scope=blocks``)
     runs itself with torch.compile told to run eager (``torch.compiler.set_stance("force_eager")``); an eager one
@@ -107,7 +117,7 @@ class _Probe:
 def _untuned_probe(probe: _Probe) -> EagerProbe:
     """The probe with each autotuning kernel on its first config; where a first config cannot run here (what
     Triton's autotuner skips a config for), with the kernels choosing as ever (and no share to tell)."""
-    with first_configs(timed=True) as cut:
+    with first_configs(time_on=probe.device) as cut:
         try:
             return _timed_steps(probe, cut)
         except Exception as exc:
@@ -118,7 +128,8 @@ def _untuned_probe(probe: _Probe) -> EagerProbe:
 
 
 def _timed_steps(probe: _Probe, cut: FirstConfigs) -> EagerProbe:
-    """Two steps, then (unless they already show the configuration cannot win) the rest of :data:`PROBE_STEPS`."""
+    """Two steps, then (unless their :func:`ceiling` already shows the configuration cannot win) the rest of
+    :data:`PROBE_STEPS`, on the batches that follow."""
     launches = cut.launches
     assert launches is not None  # a timed block
     starts: list[int] = []  # the launches made before each step
@@ -127,18 +138,29 @@ def _timed_steps(probe: _Probe, cut: FirstConfigs) -> EagerProbe:
         starts.append(len(launches))
         probe.twin(index)
 
-    def said(times: list[float], throughput: float) -> EagerProbe:
-        if not cut.launched:
-            return EagerProbe(throughput)
-        return EagerProbe(throughput, launches.ms(since=starts[1]) / sum(times[1:]))
+    def kernel_ms() -> float | None:
+        """The launches' time from the second step on; None where no kernel that would autotune ran."""
+        return launches.ms(since=starts[1]) if cut.launched else None
 
     times = time_steps(step, 2, probe.device)
     if probe.cannot_win_yet is not None and times[1] > EAGER_ONE_OFF_MS:
-        at_most = said(times, probe.items / ((times[1] - EAGER_ONE_OFF_MS) / 1e3))
+        at_most = ceiling(probe.items, times[1], kernel_ms())
         if probe.cannot_win_yet(at_most):
-            return said(times, probe.items / (times[1] / 1e3))
-    times += time_steps(step, PROBE_STEPS - 2, probe.device)
-    return said(times, probe.items / (min(times[1:]) / 1e3))
+            return at_most
+    times += time_steps(lambda index: step(index + 2), PROBE_STEPS - 2, probe.device)
+    kernels = kernel_ms()
+    share = None if kernels is None else kernels / sum(times[1:])
+    return EagerProbe(probe.items / (min(times[1:]) / 1e3), share)
+
+
+def ceiling(items: int, second_ms: float, kernel_ms: float | None) -> EagerProbe:
+    """The most a probe could still say after its second step took ``second_ms``, ``kernel_ms`` of it in the kernels
+    that would autotune (None: none ran): every later step :data:`EAGER_ONE_OFF_MS` faster, the kernels' time in it
+    as it was (their first configs take what they take), so the share is of that faster step. Its figures, times
+    what they allow, bound what all :data:`PROBE_STEPS` could have shown."""
+    steady_ms = second_ms - EAGER_ONE_OFF_MS
+    share = None if kernel_ms is None else min(kernel_ms / steady_ms, 1.0)
+    return EagerProbe(items / (steady_ms / 1e3), share, steps=2)
 
 
 def cannot_win(eager_throughput: float, gain: float, prune_below: float) -> bool:

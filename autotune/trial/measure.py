@@ -134,13 +134,8 @@ class GpuTelemetry:
     _stop: threading.Event = field(default_factory=threading.Event)
     _busy_others: set[int] | None = field(default_factory=set)  # None: NVML cannot tell
     _since_us: int = 0
-    _others: set[int] = field(default_factory=set)
-
-    @property
-    def others(self) -> str | None:
-        """The other processes seen computing on the GPU in the window, named (``pid 123 (autotune-ahead)``);
-        None where there were none."""
-        return ", ".join(process_name(pid) for pid in sorted(self._others)) or None
+    _names: dict[int, str] = field(default_factory=dict)  # each other process, named when first seen
+    others: str | None = None  # the other processes seen computing in the window: "pid 123 (autotune-ahead), ..."
 
     @contextlib.contextmanager
     def window(self) -> Iterator[None]:
@@ -150,6 +145,8 @@ class GpuTelemetry:
             return
         handle = _nvml_handle(nvml, self.device)
         holders = _other_gpu_processes(nvml, handle)
+        for pid in holders:
+            self._name(pid)
         energy_start = self._energy_mj(nvml, handle)
         self._since_us = int(time.time() * 1e6)
         thread = threading.Thread(target=self._sample, args=(nvml, handle), daemon=True)
@@ -170,8 +167,14 @@ class GpuTelemetry:
             others = self._busy_others
             if others is None:
                 others = holders | _other_gpu_processes(nvml, handle)
-            self._others = others
+            self.others = ", ".join(self._name(pid) for pid in sorted(others)) or None
             self.metrics["gpu_other_processes"] = float(len(others))
+
+    def _name(self, pid: int) -> str:
+        """``pid``'s name as first read (a short-lived process may be gone, its pid reused, by the window's end)."""
+        if pid not in self._names:
+            self._names[pid] = process_name(pid)
+        return self._names[pid]
 
     def _poll_processes(self, nvml: Any, handle: Any) -> None:
         """Add the other processes with SM activity since the last poll (NVML keeps a few seconds)."""
@@ -183,6 +186,8 @@ class GpuTelemetry:
             return
         pids, self._since_us = polled
         self._busy_others |= pids - {os.getpid()}
+        for pid in self._busy_others:
+            self._name(pid)  # named while it computes
 
     @staticmethod
     def _energy_mj(nvml: Any, handle: Any) -> float | None:

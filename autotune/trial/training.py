@@ -187,8 +187,8 @@ def _pruned_before_compile(trial: TrainingTrial, eager: EagerProbe, work: str | 
     (gain, why), below = bound, trial.spec.pruning.below
     unit, reachable = trial.workload.unit, eager.throughput * gain
     reason = (
-        f"before {work}: eager {eager.throughput:,.4g} {unit} x {gain:.2f} ({why}) = {reachable:,.4g} is below"
-        f" {below:,.4g}{_basis(trial)}"
+        f"before {work}: {eager.said(unit)} x {gain:.2f} ({why}) = {reachable:,.4g} is below {below:,.4g}"
+        f"{_basis(trial)}"
     )
     metrics = {
         "throughput": reachable,  # the most it could reach compiled: what it was pruned on

@@ -124,7 +124,7 @@ import time
 x, y = torch.randn(40), torch.randn(40)
 with first_configs() as plain:
     uk.launch(uk.last_wins_add, x, y)
-with first_configs(timed=True) as timed:
+with first_configs(time_on=torch.device("cpu")) as timed:
     began = time.perf_counter()
     for _ in range(3):
         uk.launch(uk.last_wins_add, x, y)

@@ -148,19 +148,23 @@ def self_tuned_mlp(preset: str = "tiny") -> object:
     return kernel_mlp(preset)
 
 
-SLOW_FORWARD_S = 0.05  # what the slow model's forward spends besides the kernel
+SLOW_FORWARD_S = 0.05  # what the slow model's forward spends besides the kernel, unless told
 
 
 class SlowKernelMLP(KernelMLP):
-    """:class:`KernelMLP` whose forward also waits :data:`SLOW_FORWARD_S`: the kernel is a small share of its step,
-    as a loss kernel is of a large model's."""
+    """:class:`KernelMLP` whose forward also waits ``wait_s``: the kernel is a small share of its step, as a loss
+    kernel is of a large model's."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__()
+        self.wait_s = wait_s
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        time.sleep(SLOW_FORWARD_S)
+        time.sleep(self.wait_s)
         return super().forward(x)
 
 
-def slow_last_wins_mlp(preset: str = "tiny") -> object:
+def slow_last_wins_mlp(preset: str = "tiny", wait_s: float = SLOW_FORWARD_S) -> object:
     """:func:`last_wins_mlp` with the slow model: its kernel a few percent of the step."""
     workload = last_wins_mlp(preset)
-    return dataclasses.replace(workload, model=SlowKernelMLP())  # type: ignore[type-var]
+    return dataclasses.replace(workload, model=SlowKernelMLP(wait_s))  # type: ignore[type-var]

@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from autotune import knobs, workloads
 from autotune.jobspec import PROBE_SPREAD, Pruning, TrialSpec
 from autotune.results import Status
-from autotune.trial.eagerprobe import PROBE_STEPS, EagerProbe, cannot_win, eager_twin
+from autotune.trial.eagerprobe import PROBE_STEPS, EagerProbe, cannot_win, ceiling, eager_twin
 from autotune.trial.job import run_trial
 from autotune.trial.trainstep import TrainStep
 from autotune.trial.warmup import EAGER_ONE_OFF_MS
@@ -120,17 +120,21 @@ from autotune.trial.job import run_trial
 below = float(sys.argv[1]) if sys.argv[1] != "none" else None
 gain = None if sys.argv[2] == "none" else float(sys.argv[2])
 pruning = Pruning(below=below, compile_gain=gain)
-result = run_trial(TrialSpec(sys.argv[3], {"compile_mode": "none"}, "tiny", "cpu", pruning=pruning))
+args = json.loads(sys.argv[4])
+result = run_trial(TrialSpec(sys.argv[3], {"compile_mode": "none"}, "tiny", "cpu", args, pruning=pruning))
 print(json.dumps({"status": result.status.value, "reason": result.reason, "metrics": result.metrics,
                   "cache": len(uk.last_wins_add.cache), "block": uk.LAST_BLOCK[0]}))
 """
 
 
-def _kernel_trial(below: str, gain: str = "1.5", workload: str = "user_kernels:last_wins_mlp") -> dict[str, Any]:
+def _kernel_trial(
+    below: str, gain: str = "1.5", workload: str = "user_kernels:last_wins_mlp", **workload_args: Any
+) -> dict[str, Any]:
     """An eager trial of a workload whose Triton kernel autotunes (its last config always wins), in Triton's CPU
     interpreter, pruned on ``below`` and the study's ``gain`` (``none``: not known yet)."""
     env = child_env(TESTS / "kernels", TESTS, TRITON_INTERPRET="1")
-    args = [sys.executable, "-c", KERNEL_PROBE, below, gain if below != "none" else "none", workload]
+    gain = gain if below != "none" else "none"
+    args = [sys.executable, "-c", KERNEL_PROBE, below, gain, workload, json.dumps(workload_args)]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -165,6 +169,35 @@ def test_an_eager_trial_whose_kernels_are_a_small_share_of_the_step_stops_on_tha
     assert f"the most autotuning can gain where the kernels took {share:.1%} of the probe's steps" in reason
     assert metrics["throughput"] == pytest.approx(metrics["eager_probe_throughput"] * PROBE_SPREAD / (1 - share))
     assert pruned["cache"] == 0 and pruned["block"] == 16  # the kernel ran its first config and never benchmarked
+    assert "eager_probe_steps" not in metrics  # a short step: the probe ran all its steps
+
+
+def test_a_long_step_that_cannot_win_is_pruned_after_two_probe_steps_on_what_they_could_still_say() -> None:
+    # Each step waits 0.4 s besides the kernel: the second step less the eager allowance already shows the trial
+    # cannot reach the line; it stops there, and its reason and record say it was a ceiling of two steps.
+    wait_s = EAGER_ONE_OFF_MS / 1e3 + 0.15
+    pruned = _kernel_trial("1e12", gain="none", workload="user_kernels:slow_last_wins_mlp", wait_s=wait_s)
+    assert pruned["status"] == "pruned", pruned["reason"]
+    metrics, reason = pruned["metrics"], pruned["reason"]
+    assert metrics["eager_probe_steps"] == 2
+    assert reason.startswith("before the kernels' autotuning: eager at most ")
+    assert f"(2 of {PROBE_STEPS} probe steps) x " in reason
+    ceiling = metrics["eager_probe_throughput"]
+    assert ceiling < 16 / (wait_s - EAGER_ONE_OFF_MS / 1e3)  # batch 16 over the step less the allowance, at most
+    share = metrics["eager_probe_autotuning_share"]
+    assert metrics["throughput"] == pytest.approx(ceiling * PROBE_SPREAD / (1 - share))
+    assert pruned["cache"] == 0
+
+
+def test_the_ceiling_after_two_steps_keeps_the_kernels_time_whole() -> None:
+    # A 600 ms second step, 50 ms of it in the kernels: later steps take at least 350 ms, the kernels' 50 ms among
+    # them; were the kernels free, 300 ms. So the ceiling times its share's bound is items x PROBE_SPREAD / 0.3 s.
+    at_most = ceiling(items=30, second_ms=600.0, kernel_ms=50.0)
+    assert at_most.steps == 2 and at_most.throughput == pytest.approx(30 / 0.35)
+    bound = Pruning(below=1.0).one_off_gain(at_most.autotuning_share)
+    assert bound is not None and at_most.throughput * bound[0] == pytest.approx(30 * PROBE_SPREAD / 0.3)
+    assert ceiling(30, 600.0, 450.0).autotuning_share == 1.0  # kernels that may be all of the rest: no bound
+    assert ceiling(30, 600.0, None).autotuning_share is None  # no kernel that would autotune ran
 
 
 class _Slow(torch.nn.Module):
@@ -200,8 +233,9 @@ def test_a_long_probe_that_cannot_win_after_its_second_step_stops_there() -> Non
     probe = eager_twin(step, items=4, device=torch.device("cpu"), cannot_win_yet=cannot_win_yet)
     assert probe is not None and len(asked) == 1
     assert optimizer.state[next(model.parameters())]["step"] == 2  # two steps, not PROBE_STEPS
-    # It was asked about its second step less the eager allowance: more than that step's own figure.
-    assert asked[0].throughput > probe.throughput > 0
+    # What it was asked about is what it says: its second step less the eager allowance, a ceiling of two steps.
+    assert probe is asked[0] and probe.steps == 2 and probe.metrics()["eager_probe_steps"] == 2
+    assert probe.throughput > 4 / (EAGER_ONE_OFF_MS / 1e3 + 0.1)  # over 4 items in the 0.35 s step's own time
 
 
 def test_a_probe_that_may_still_win_or_whose_steps_are_short_runs_all_its_steps() -> None:
