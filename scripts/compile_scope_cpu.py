@@ -1,8 +1,9 @@
 """Compile time of one training step, ``compile_scope=model`` against ``blocks``, on a model of identical blocks.
 
-Run as a script (``python tests/compile_scope_timing.py [BLOCKS]``), it prints one JSON line: for each scope, the
-wall and CPU seconds (this process and the compiler processes it started) of the first two training steps, which
-is where the compile happens. It runs alone in a fresh process with a fresh Inductor cache folder and one compile
+A CPU benchmark, not a test (its figures are timings): ``python3 scripts/compile_scope_cpu.py [BLOCKS]`` prints one
+JSON line: for each scope, the wall and CPU seconds (this process and the compiler processes it started) of the first
+two training steps, which is where the compile happens, how many blocks were compiled, and blocks' CPU seconds over
+the whole model's. It runs alone in a fresh process with a fresh Inductor cache folder and one compile
 thread, so every C++ build is a child process whose CPU time counts. Inductor is first warmed up on an unrelated
 tiny step: its one-off start-up (imports, the CPU's vector ISA check, the C++ prelude) is paid whatever the scope.
 The scopes compile models of different widths, so no kernel source of one serves the other from the cache.
@@ -77,7 +78,8 @@ def main(depth: int) -> None:
     _first_steps(nn.Sequential(nn.Linear(4, 4)), "model", 4)  # Inductor's one-off start-up
     figures = {"model": _first_steps(Stack(depth, 16), "model", 16)}
     figures["blocks"] = _first_steps(Stack(depth, 24), "blocks", 24)
-    print(json.dumps({"depth": depth, **figures}))
+    ratio = figures["blocks"]["cpu_s"] / figures["model"]["cpu_s"]
+    print(json.dumps({"depth": depth, **figures, "blocks_over_model_cpu": round(ratio, 3)}))
 
 
 if __name__ == "__main__":
