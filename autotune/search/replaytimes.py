@@ -41,9 +41,9 @@ from autotune.results import Status, TrialResult
 from autotune.search.costmodel import graph_key
 from autotune.search.replay import ReplayRecords
 
-PROBE_DETAILS = ("eager_probe_autotuning_share", "eager_probe_steps")  # kept as the trial job keeps them
-
 __all__ = ["TIME_FIELDS", "TimedReplay"]
+
+PROBE_DETAILS = ("eager_probe_autotuning_share", "eager_probe_steps")  # kept as the trial job keeps them
 
 # What a timed record says of its trial's time; only duration_s and compile_s reach the result's metrics.
 TIME_FIELDS = ("duration_s", "compile_s", "cached_compile_s", "probe_s", "window_s")

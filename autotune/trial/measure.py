@@ -185,8 +185,9 @@ class GpuTelemetry:
             self._busy_others = None
             return
         pids, self._since_us = polled
-        self._busy_others |= pids - {os.getpid()}
-        for pid in self._busy_others:
+        others = pids - {os.getpid()}
+        self._busy_others |= others
+        for pid in others:
             self._name(pid)  # named while it computes
 
     @staticmethod
