@@ -82,6 +82,8 @@ class TrialTurns:
                     if self.parking.outlasts(proposal):
                         self._parked_first(proposal.trial)
                         started = time.monotonic()  # its turn begins after theirs
+                    elif self._sooner_first(proposal):
+                        started = time.monotonic()
                 result = self._answer(proposal, label)
             self._record(label, proposal, result, started)
             return proposal.kind is TrialKind.MEASURED
@@ -102,6 +104,18 @@ class TrialTurns:
         while self.take_parked(urgent=True):
             pass
         taken_up(trial)
+
+    def _sooner_first(self, proposal: Proposal) -> bool:
+        """Measure the parked trials whose compiles ahead are predicted to end before that of ``proposal``'s graph,
+        which it would wait for (:meth:`Parking.sooner`); True when one was, ``proposal``'s record then starts after
+        them (schema.ATTR_PARKED_S)."""
+        measured = False
+        while self.parking is not None and (parked := self.parking.sooner(proposal)) is not None:
+            self._measure_parked(parked)
+            measured = True
+        if measured:
+            taken_up(proposal.trial)
+        return measured
 
     def end_parked(self, measure: bool) -> None:
         """The search stops: measure the parked trials (``measure``), or record them as interrupted, queued again."""

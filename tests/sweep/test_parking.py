@@ -258,3 +258,47 @@ def test_the_informed_starts_twin_parks_beside_it_and_a_samplers_other_graph_doe
     assert park({**bf16, "batch_size": 256})  # a sampler's parked graph first: the expert's twin waits its turn
     assert not park(fp16, twin=True)
     parking.release("the test's end")
+
+
+def test_a_proposal_that_would_wait_lets_the_parked_trial_whose_compile_ends_sooner_go_first(tmp_path: Path) -> None:
+    """ResNet-50's trial 15 (H200, twentieth session) waited 40.8 s for a compile ahead started 3 s before, a third
+    graph that could not park, while parked trial 11's compile had about 26 s left: the parked trial predicted to end
+    first goes first, then the proposal waits for what is left; none goes first when the proposal's graph is not
+    compiling ahead, nothing is predicted, or every parked compile is predicted to end later."""
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/sooner.db")
+    study = optuna.create_study(study_name="sooner", storage=storage)
+    said = io.StringIO()
+    ahead = CompilesAhead()
+    waits: dict[str, float] = {}  # graph key -> the predicted rest of its compile ahead
+
+    def predict(configurations: list[dict[str, object]]) -> Seconds | None:
+        if not waits:
+            return None
+        rest = np.array([waits[str(graph_key(c))] for c in configurations])
+        return Seconds(rest + 10.0, rest)
+
+    parking = Parking(ahead, study, storage, Progress(None, None, said), predict)  # type: ignore[arg-type]
+    older, younger, third = ({"precision": "fp16", "compile_mode": m, "batch_size": 512} for m in MODES)
+    assert parking.park(Proposal(study.ask(), older, TrialKind.MEASURED), "t0", set())
+    assert parking.park(Proposal(study.ask(), younger, TrialKind.MEASURED), "t1", set())
+    proposal = Proposal(study.ask(), third, TrialKind.MEASURED)
+    assert not parking.park(proposal, "t2", set())  # a third graph: measured now, after waiting for its compile
+    assert parking.sooner(proposal) is None  # nothing predicted
+    waits.update({str(graph_key(older)): 26.0, str(graph_key(younger)): 45.0, str(graph_key(third)): 40.0})
+    first = parking.sooner(proposal)
+    assert first is not None and first.proposal.params == older, said.getvalue()
+    assert schema.ATTR_PARKED_S in study.trials[0].user_attrs  # its record starts now
+    said_first = (
+        "trial 2 waits for trial 0 first: its graph's compile ahead is predicted to end in 26 s, this one's in 40 s"
+    )
+    assert said_first in said.getvalue(), said.getvalue()
+    waits[str(graph_key(third))] = 2.4  # measuring it took the proposal's compile nearer its end
+    waits[str(graph_key(younger))] = 12.0
+    assert parking.sooner(proposal) is None and len(parking.parked) == 1
+    waits[str(graph_key(third))] = 30.0
+    ahead.ended_graphs.add(str(graph_key(third)))  # its compile ahead has ended: it waits for nothing
+    assert parking.sooner(proposal) is None
+    parking.release("the test's end")
+
+
+MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
