@@ -7,8 +7,9 @@ would compile, or wait for a compile, is parked instead where a compile slot can
 (:meth:`~autotune.sweep.ahead.CompileAhead.claim`: the compile ahead already running, else one started now, in a
 free slot or in place of the youngest guess no trial waits for), and the next ask measures another configuration.
 
-A parked trial is measured (before the next ask) as soon as its graph's compile has ended, first when the budget's
-last trials are parked ones (it then waits for its compile), and when the search stops. Only where the search
+A parked trial is measured (before the next ask) as soon as its graph's compile has ended, and when the budget's
+last trials are parked ones or the search stops (then the one whose compile is predicted to end first, or the longest
+parked where nothing is predicted, waits for the rest of its compile). Only where the search
 cannot go on measuring (its device was taken out, a stop signal, an error) is it recorded as interrupted and queued
 again for a resumed sweep, like a trial stopped by Ctrl-C: nothing chosen is lost.
 
@@ -199,10 +200,10 @@ class Parking:
         wait (its graph is not compiling ahead), nothing is parked, or nothing is predicted."""
         if not self.parked or self.ahead.ended(proposal.params):
             return None
-        predicted = self.predict([proposal.params, *(parked.proposal.params for parked in self.parked)])
-        if predicted is None:
+        waits = self._waits([proposal.params, *(parked.proposal.params for parked in self.parked)])
+        if waits is None:
             return None
-        own, theirs = float(predicted.waiting[0]), [float(w) for w in predicted.waiting[1:]]
+        own, theirs = waits[0], waits[1:]
         soonest = min(range(len(theirs)), key=theirs.__getitem__)
         if theirs[soonest] >= own:
             return None
@@ -214,15 +215,23 @@ class Parking:
         return self._taken(parked)
 
     def take(self, waiting: bool = False) -> Parked | None:
-        """The first parked trial whose graph's compile ahead has ended, taken up; with ``waiting`` the first parked
-        one if none has (the longest parked: its trial then waits for what is left of that compile); None when none
-        is parked, or every parked trial's compile still runs."""
+        """The first parked trial whose graph's compile ahead has ended, taken up; with ``waiting`` the one whose
+        compile is predicted to end first if none has (the longest parked where nothing is predicted): its trial then
+        waits for what is left of that compile. None when none is parked, or every parked trial's compile still runs.
+        """
         ready = next((i for i, p in enumerate(self.parked) if self.ahead.ended(p.proposal.params)), None)
         if ready is None and waiting and self.parked:
-            ready = 0
+            waits = self._waits([parked.proposal.params for parked in self.parked])
+            ready = 0 if waits is None else min(range(len(waits)), key=waits.__getitem__)
         if ready is None:
             return None
         return self._taken(self.parked.pop(ready))
+
+    def _waits(self, configurations: Sequence[Mapping[str, Any]]) -> list[float] | None:
+        """The predicted rest of the compile ahead each configuration's trial would wait for (0 where none runs);
+        None where nothing is predicted."""
+        predicted = self.predict(configurations)
+        return None if predicted is None else [float(wait) for wait in predicted.waiting]
 
     @staticmethod
     def _taken(parked: Parked) -> Parked:

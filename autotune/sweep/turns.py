@@ -90,8 +90,9 @@ class TrialTurns:
 
     def take_parked(self, urgent: bool) -> bool:
         """Measure the first parked trial whose graph's compile ahead has ended; with ``urgent`` (the budget's last
-        trials are parked, or the last proposal needed no run: the sampler circles) the first parked one now, waiting
-        for the rest of its compile if none has ended. True when one was measured."""
+        trials are parked, or the last proposal needed no run: the sampler circles) one now, if none has ended the one
+        predicted to end first (:meth:`Parking.take`), waiting for the rest of its compile. True when one was measured.
+        """
         parked = self.parking.take(waiting=urgent) if self.parking is not None else None
         if parked is None:
             return False

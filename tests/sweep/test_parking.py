@@ -302,3 +302,31 @@ def test_a_proposal_that_would_wait_lets_the_parked_trial_whose_compile_ends_soo
 
 
 MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
+
+
+def test_when_a_parked_trial_must_wait_the_one_predicted_to_end_first_goes(tmp_path: Path) -> None:
+    """The budget's last trials parked, none's compile ended: the one whose compile is predicted to end first is
+    measured (its trial waits the least, the GPU idle), the longest parked where nothing is predicted."""
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/soonest.db")
+    study = optuna.create_study(study_name="soonest", storage=storage)
+    waits: dict[str, float] = {}
+
+    def predict(configurations: list[dict[str, object]]) -> Seconds | None:
+        if not waits:
+            return None
+        rest = np.array([waits[str(graph_key(c))] for c in configurations])
+        return Seconds(rest + 10.0, rest)
+
+    parking = Parking(CompilesAhead(), study, storage, Progress(None, None, io.StringIO()), predict)  # type: ignore[arg-type]
+    slow, quick = ({"precision": "fp16", "compile_mode": m, "batch_size": 512} for m in MODES[:2])
+    for params in (slow, quick):
+        assert parking.park(Proposal(study.ask(), params, TrialKind.MEASURED), "t", set())
+    assert parking.take() is None  # both compiles still run
+    waits.update({str(graph_key(slow)): 30.0, str(graph_key(quick)): 5.0})
+    first = parking.take(waiting=True)
+    assert first is not None and first.proposal.params == quick
+    waits.clear()
+    assert parking.park(Proposal(study.ask(), quick, TrialKind.MEASURED), "t", set())
+    longest = parking.take(waiting=True)  # nothing predicted: the longest parked
+    assert longest is not None and longest.proposal.params == slow
+    parking.release("the test's end")
