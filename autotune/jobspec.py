@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["KERNELS_AUTOTUNING", "PROBE_SPREAD", "MeasureSettings", "Pruning", "TrialSpec"]
+__all__ = ["KERNELS_AUTOTUNING", "PROBE_SPREAD", "MeasureSettings", "Pruning", "TrialSpec", "Unreachable"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,26 @@ PROBE_SPREAD = 1.15
 
 
 @dataclass(frozen=True)
+class Unreachable:
+    """A probed configuration that cannot reach the pruning line: its eager throughput times the most its one-off
+    work can gain (``gain``, ``why`` in words) is ``reachable``, under ``below``; ``basis`` says what the line is."""
+
+    gain: float
+    why: str
+    reachable: float
+    below: float
+    basis: str | None = None
+
+    def reason(self, work: str, eager: str) -> str:
+        """The pruned trial's reason, ``work`` (the one-off work not paid) and ``eager`` (the probe's figure) in
+        words: ``before compiling: eager 1,000 images/s x 1.50 (...) = 1,500 is below 2,000 (0.5 x trial 4's ...)``."""
+        return (
+            f"before {work}: {eager} x {self.gain:.2f} ({self.why}) = {self.reachable:,.4g} is below {self.below:,.4g}"
+            f"{_basis(self.basis)}"
+        )
+
+
+@dataclass(frozen=True)
 class Pruning:
     """When a sweep stops a trial early: the throughput a trial must reach, and what its one-off work can add.
 
@@ -92,6 +112,26 @@ class Pruning:
             bounds.append((amdahl, f"{why}, with margin"))
         return min(bounds, default=None)
 
+    def unreachable(self, eager_throughput: float, autotuning_share: float | None = None) -> Unreachable | None:
+        """How a configuration whose eager twin ran at ``eager_throughput`` cannot reach the line even with the most
+        its one-off work can gain (:meth:`one_off_gain`; ``autotuning_share`` for one whose only one-off work is its
+        kernels' autotuning); None where it may, or nothing bounds the gain or draws the line. The trial job and a
+        timed replay both decide by it."""
+        bound = self.one_off_gain(autotuning_share)
+        if self.below is None or bound is None:
+            return None
+        gain, why = bound
+        reachable = eager_throughput * gain
+        return Unreachable(gain, why, reachable, self.below, self.basis) if reachable < self.below else None
+
+    def after_warmup(self, throughput: float, unit: str = "") -> str | None:
+        """Why a trial whose settled warm-up ran at ``throughput`` (``unit`` for the reason) stops there: it is under
+        the line; None where it goes on to be timed. The trial job and a timed replay both decide by it."""
+        if self.below is None or throughput >= self.below:
+            return None
+        shown = f"{throughput:,.4g} {unit}".rstrip()
+        return f"warm-up throughput {shown} is below {self.below:,.4g}{_basis(self.basis)}"
+
 
 @dataclass(frozen=True)
 class TrialSpec:
@@ -126,3 +166,8 @@ class TrialSpec:
     profile_dir: str | None = None  # where the profiled steps' Chrome trace goes (None: no trace file)
     compile_cache_dir: str | None = None  # the study's compile caches (None: Inductor's and Triton's defaults)
     compile_artifacts: dict[str, Any] | None = None  # shipped ones to load first (trialartifacts.shipped_spec_field)
+
+
+def _basis(basis: str | None) -> str:
+    """`` (0.5 x trial 12's 341.8, one measurement)``: what the pruning line is, where the sweep said."""
+    return f" ({basis})" if basis else ""

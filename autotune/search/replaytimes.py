@@ -78,11 +78,10 @@ class TimedReplay:
             return early
         if key is not None:
             self.compiled.add(key)
-        below = pruning.below if pruning is not None else None
         throughput = metrics.get("throughput")
-        if below is not None and _number(throughput) and throughput < below:
+        reason = pruning.after_warmup(throughput) if pruning is not None and _number(throughput) else None
+        if reason is not None:
             duration -= float(record.get("window_s") or 0.0)
-            reason = f"warm-up throughput {throughput:,.4g} is below {below:,.4g}{_basis(pruning)}"
             pruned = {**metrics, "compile_s": compile_s, REPLAYED_DURATION: max(duration, 0.0)}
             return self._result(Status.PRUNED, reason, params, pruned)
         return self._result(Status.OK, None, params, {**metrics, "compile_s": compile_s, REPLAYED_DURATION: duration})
@@ -95,20 +94,16 @@ class TimedReplay:
         only where it says what its probe cost (``probe_s``)."""
         eager, share = metrics.get("eager_probe_throughput"), metrics.get("eager_probe_autotuning_share")
         work = _one_off_work(params)
-        if pruning is None or pruning.below is None or not _number(eager):
+        if pruning is None or not _number(eager):
             return None
-        bound = pruning.one_off_gain(share if work == KERNELS_AUTOTUNING and _number(share) else None)
-        if bound is None or eager * bound[0] >= pruning.below:
+        unreachable = pruning.unreachable(eager, share if work == KERNELS_AUTOTUNING and _number(share) else None)
+        if unreachable is None:
             return None
         if graph_key(params) is None and not _number(record.get("probe_s")):
             return None
-        (gain, why), reachable = bound, eager * bound[0]
-        reason = (
-            f"before {work}: eager {eager:,.4g} x {gain:.2f} ({why}) = {reachable:,.4g} is below {pruning.below:,.4g}"
-            f"{_basis(pruning)}"
-        )
+        reason = unreachable.reason(work, f"eager {eager:,.4g}")
         early = {
-            "throughput": reachable,
+            "throughput": unreachable.reachable,
             "eager_probe_throughput": eager,
             **{name: metrics[name] for name in PROBE_DETAILS if _number(metrics.get(name))},
             "pruned_before_compile": 1.0,
@@ -135,7 +130,3 @@ def _one_off_work(params: Mapping[str, Any]) -> str:
 
 def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _basis(pruning: Pruning | None) -> str:
-    return f" ({pruning.basis})" if pruning is not None and pruning.basis else ""

@@ -45,7 +45,7 @@ from autotune.trial.measure import time_steps
 from autotune.trial.trainstep import TrainStep
 from autotune.trial.warmup import EAGER_ONE_OFF_MS
 
-__all__ = ["PROBE_STEPS", "EagerProbe", "cannot_win", "ceiling", "eager_twin"]
+__all__ = ["PROBE_STEPS", "EagerProbe", "ceiling", "eager_twin"]
 
 # The first step pays cuDNN's algorithm search and the allocator's growth; the fastest of the rest counts
 # (the higher the estimate, the less a probe prunes: noise errs on the side of compiling).
@@ -161,11 +161,6 @@ def ceiling(items: int, second_ms: float, kernel_ms: float | None) -> EagerProbe
     steady_ms = second_ms - EAGER_ONE_OFF_MS
     share = None if kernel_ms is None else min(kernel_ms / steady_ms, 1.0)
     return EagerProbe(items / (steady_ms / 1e3), share, steps=2)
-
-
-def cannot_win(eager_throughput: float, gain: float, prune_below: float) -> bool:
-    """Whether even the most the one-off work can gain leaves the configuration under the bound."""
-    return eager_throughput * gain < prune_below
 
 
 @contextlib.contextmanager

@@ -26,10 +26,10 @@ from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.data import LoaderBatches, SyntheticBatches, build_loader, data_noops, wait_metrics
 from autotune.errors import AutotuneError, first_line
-from autotune.jobspec import KERNELS_AUTOTUNING, MeasureSettings, TrialSpec
+from autotune.jobspec import KERNELS_AUTOTUNING, MeasureSettings, TrialSpec, Unreachable
 from autotune.results import Status, TrialResult
 from autotune.trial.compilephases import compile_phases
-from autotune.trial.eagerprobe import EagerProbe, cannot_win, eager_twin
+from autotune.trial.eagerprobe import EagerProbe, eager_twin
 from autotune.trial.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
 from autotune.trial.numerics import Reference, check_first_loss, check_losses, reference_pass
 from autotune.trial.trainstep import TrainStep, prepare_pair
@@ -114,16 +114,16 @@ def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
     that would follow (on an H200 the timed CV was 0.1-1.1%), so a configuration under half the
     best cannot come near it: its timed window is skipped.
     """
-    below = trial.spec.pruning.below if trial.spec.pruning else None
-    if below is None:
+    pruning = trial.spec.pruning
+    if pruning is None or pruning.below is None:
         return None
     recent_ms = warm_ms[-trial.settings.settle_window :]
     typical_ms = statistics.fmean(recent_ms) if trial.behind_loader else settled_ms(warm_ms, trial.settings)
     estimate = trial.items / (typical_ms / 1e3)
-    if estimate >= below:
-        return None
     unit = trial.workload.unit
-    reason = f"warm-up throughput {estimate:,.4g} {unit} is below {below:,.4g}{_basis(trial)}"
+    reason = pruning.after_warmup(estimate, unit)
+    if reason is None:
+        return None
     metrics = {
         "throughput": estimate,
         "throughput_unit": unit,
@@ -135,12 +135,6 @@ def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
     }
     env = env_fingerprint(trial.device)
     return TrialResult(Status.PRUNED, reason, trial.params, metrics, env, {"warmup_ms": warm_ms})
-
-
-def _basis(trial: TrainingTrial) -> str:
-    """`` (0.5 x trial 12's 341.8, one measurement)``: what the pruning bound is, when the sweep said."""
-    basis = trial.spec.pruning.basis if trial.spec.pruning else None
-    return f" ({basis})" if basis else ""
 
 
 def _eager_probe(trial: TrainingTrial, step: TrainStep, work: str | None) -> EagerProbe | None:
@@ -165,33 +159,24 @@ def _one_off_work(trial: TrainingTrial, autotuning: frozenset[str]) -> str | Non
     return None
 
 
-def _cannot_win(trial: TrainingTrial, eager: EagerProbe, work: str | None) -> tuple[float, str] | None:
-    """The gain bound and its reason when ``eager`` times the most ``work`` can gain stays under the pruning line;
+def _cannot_win(trial: TrainingTrial, eager: EagerProbe, work: str | None) -> Unreachable | None:
+    """How ``eager`` times the most ``work`` can gain stays under the pruning line (:meth:`Pruning.unreachable`);
     else None. The share of the probe's steps its autotuning kernels took bounds only the autotuning's gain."""
     pruning = trial.spec.pruning
-    if pruning is None or pruning.below is None:
+    if pruning is None:
         return None
-    share = eager.autotuning_share if work == KERNELS_AUTOTUNING else None
-    bound = pruning.one_off_gain(share)
-    if bound is None or not cannot_win(eager.throughput, bound[0], pruning.below):
-        return None
-    return bound
+    return pruning.unreachable(eager.throughput, eager.autotuning_share if work == KERNELS_AUTOTUNING else None)
 
 
 def _pruned_before_compile(trial: TrainingTrial, eager: EagerProbe, work: str | None) -> TrialResult | None:
     """A pruned result, ``work`` not paid, when ``eager`` times the most ``work`` can gain cannot reach the line."""
-    bound = _cannot_win(trial, eager, work)
-    if bound is None:
+    unreachable = _cannot_win(trial, eager, work)
+    if unreachable is None or work is None:
         return None
-    assert trial.spec.pruning is not None and trial.spec.pruning.below is not None  # a bound was judged on them
-    (gain, why), below = bound, trial.spec.pruning.below
-    unit, reachable = trial.workload.unit, eager.throughput * gain
-    reason = (
-        f"before {work}: {eager.said(unit)} x {gain:.2f} ({why}) = {reachable:,.4g} is below {below:,.4g}"
-        f"{_basis(trial)}"
-    )
+    unit = trial.workload.unit
+    reason = unreachable.reason(work, eager.said(unit))
     metrics = {
-        "throughput": reachable,  # the most it could reach compiled: what it was pruned on
+        "throughput": unreachable.reachable,  # the most it could reach compiled: what it was pruned on
         "throughput_unit": unit,
         **eager.metrics(),
         "pruned_before_compile": 1.0,  # the name stored studies read; set before cuDNN's search too

@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from autotune import knobs, workloads
 from autotune.jobspec import PROBE_SPREAD, Pruning, TrialSpec
 from autotune.results import Status
-from autotune.trial.eagerprobe import PROBE_STEPS, EagerProbe, cannot_win, ceiling, eager_twin
+from autotune.trial.eagerprobe import PROBE_STEPS, EagerProbe, ceiling, eager_twin
 from autotune.trial.job import run_trial
 from autotune.trial.trainstep import TrainStep
 from autotune.trial.warmup import EAGER_ONE_OFF_MS
@@ -74,11 +74,6 @@ def test_an_eager_model_is_probed_as_it_is_without_cudnn_search_and_the_flag_com
     finally:
         torch.backends.cudnn.benchmark = saved
     assert model.searching and not any(model.searching)  # heuristics only while the probe ran
-
-
-def test_cannot_win_only_when_even_the_largest_gain_stays_under_the_bound() -> None:
-    assert cannot_win(100.0, 1.5, 151.0)
-    assert not cannot_win(100.0, 1.5, 150.0)
 
 
 def test_a_compiled_trial_that_cannot_reach_the_bound_stops_before_compiling() -> None:
