@@ -199,12 +199,12 @@ class Sweep:
             return [Report()]  # re-measuring recorded measurements would only repeat them
         options, finalists = self.ctx.options, self.ctx.space.finalists
         top, repeats, limit = options.remeasure_top, options.remeasure_repeats, self.time_limit
-        stages: list[Stage] = [Remeasure(top, repeats, limit, finalists_after=finalists is not None)]
+        first = Remeasure(top, repeats, limit, finalists_after=finalists is not None)
+        stages: list[Stage] = [first]
         if finalists is not None:
             # After re-measuring (the finalists are the re-measured top); a finalist that then ranks in the
             # top is re-measured too, so it competes by its median as the others do.
-            again = Remeasure(top, repeats, limit)
-            stages += [Finalists(finalists, self.deadline), again]
+            stages += [Finalists(finalists, self.deadline), first.again()]
         if options.rehearse_start:
             stages.append(Rehearse(self.deadline))  # once the winner is settled: its artifacts are what ship
         if options.profile_steps:

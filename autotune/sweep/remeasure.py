@@ -13,7 +13,8 @@ and the sweep exported and rehearsed a winner it had measured once. So while the
 sweep's time limit leaves room for its runs and for the stages after it
 (:meth:`~autotune.sweep.timelimit.TimeLimit.after_remeasuring`). A leader left on one measurement (no room, k more
 did not settle it, or its own re-measurement failed in every run) is said in one line. With ``finalists:`` the stage
-runs twice, before and after them, so up to 2k leaders may be re-measured.
+runs twice, before and after them, so up to 2k leaders may be re-measured; a line the first run said is not said
+again by the second (the same leader, left on one measurement for the same reason).
 """
 
 from __future__ import annotations
@@ -54,7 +55,13 @@ class Remeasure:
     name = "re-measure"
 
     def __init__(
-        self, top: int, repeats: int, limit: TimeLimit | None = None, *, finalists_after: bool = False
+        self,
+        top: int,
+        repeats: int,
+        limit: TimeLimit | None = None,
+        *,
+        finalists_after: bool = False,
+        said: set[str] | None = None,
     ) -> None:
         if top < 0 or repeats < 0:
             raise ValueError(f"re-measure needs top >= 0 and repeats >= 0, got {top=}, {repeats=}")
@@ -62,6 +69,11 @@ class Remeasure:
         self.repeats = repeats
         self.limit = limit
         self.finalists_after = finalists_after  # the finalists stage comes after this one: the limit keeps it time
+        self.said = said if said is not None else set()  # the leader lines said, shared with the run after finalists
+
+    def again(self) -> Remeasure:
+        """This stage's second run, after the finalists: it does not say again a leader line this one said."""
+        return Remeasure(self.top, self.repeats, self.limit, said=self.said)
 
     def run(self, ctx: SweepContext) -> None:
         if self.top == 0 or self.repeats == 0:
@@ -80,14 +92,20 @@ class Remeasure:
                 return
             why_not = self._why_not_remeasured(ctx, leader)
             if why_not is not None:
-                ctx.progress.message(f"trial {leader.number} leads on one measurement: {why_not}")
+                self._say(ctx, f"trial {leader.number} leads on one measurement: {why_not}")
                 return
             ctx.progress.message(f"trial {leader.number} leads on one measurement now")
             self._note(ctx, leader)
         if (leader := self._leader_measured_once(ctx)) is not None:
             leaders = "the leader" if self.top == 1 else f"each of the {self.top} leaders"
             why = self._failed(leader) or f"{leaders} re-measured after the top {self.top} fell below it"
-            ctx.progress.message(f"trial {leader.number} leads on one measurement: {why}")
+            self._say(ctx, f"trial {leader.number} leads on one measurement: {why}")
+
+    def _say(self, ctx: SweepContext, line: str) -> None:
+        """Say ``line`` unless this stage's first run said it."""
+        if line not in self.said:
+            self.said.add(line)
+            ctx.progress.message(line)
 
     @staticmethod
     def _leader_measured_once(ctx: SweepContext) -> TrialRecord | None:

@@ -129,3 +129,25 @@ def test_a_leader_whose_remeasurement_failed_is_not_run_again(tmp_path: Path, to
     assert winner.remeasured is not None and winner.value_is == "one measurement"
     assert log.count(f"re-measuring trial {winner.number} ") == 1
     assert f"trial {winner.number} leads on one measurement: every run of its re-measurement failed" in log
+
+
+def test_the_run_after_the_finalists_does_not_say_a_leader_line_again(tmp_path: Path) -> None:
+    """With ``finalists:`` the stage runs twice: a leader whose re-measurement failed in every run is said once, not
+    again by the second run (the same leader, the same reason)."""
+    study, _ = _sweep_outlier(tmp_path, top=1, configs=("fragile", "lucky"))
+    info = schema.load_study_info(study)
+    assert info is not None
+    space = load_space(tmp_path / "outlier.yaml")
+    options = SweepOptions(storage=f"sqlite:///{tmp_path}/study.db", tracking=False)
+    said = io.StringIO()
+    ctx = SweepContext(
+        space, options, study, study._storage, info, StudyRecords.read(study, info), TrialExecutor(space, options),
+        Progress(None, None, said), None,
+    )  # fmt: skip
+    first = Remeasure(top=1, repeats=2, finalists_after=True)
+    first.run(ctx)
+    first.again().run(ctx)
+    winner = ctx.records.ranked[0]
+    line = f"trial {winner.number} leads on one measurement: every run of its re-measurement failed"
+    assert said.getvalue().count(line) == 1, said.getvalue()
+    assert "re-measuring trial" not in said.getvalue()  # re-measured once already, by the sweep: never run again
