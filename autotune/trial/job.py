@@ -37,6 +37,7 @@ __all__ = [
     "check_spec",
     "classify",
     "configured",
+    "quiet_tf32_hint",
     "resolve_device",
     "run_trial",
     "split_params",
@@ -45,6 +46,14 @@ __all__ = [
 
 # Inductor's advice to turn TF32 on, printed by every compiled fp32 trial: those trials leave it off on purpose.
 _TF32_HINT = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
+
+
+def quiet_tf32_hint(precision: str | None) -> None:
+    """In a process that compiles a full-precision configuration (a trial's, a compile ahead's: each runs one), silence
+    Inductor's advice to turn TF32 on: such a configuration leaves it off on purpose, and the advice, printed by every
+    compiled graph, would fill the sweep's terminal."""
+    if precision in ("default", "fp32"):
+        warnings.filterwarnings("ignore", message=_TF32_HINT)
 
 
 def split_params(params: dict[str, Any], build: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -144,8 +153,7 @@ def _measure_pinned(
     knobs, workload_params = configured(spec, kernel_params)
     params = {**knobs.to_params(), **workload_params, **kernel_params}
     knobs.check_combination(device.type)
-    if knobs.precision in ("default", "fp32"):
-        warnings.filterwarnings("ignore", message=_TF32_HINT)  # this process runs this one trial only
+    quiet_tf32_hint(knobs.precision)
     torch.manual_seed(spec.seed)
     workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)
     if not isinstance(workload, workloads.Workload):

@@ -3,6 +3,7 @@ from the study's cache, forward and backward, and the job that compiled ahead ra
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from autotune.errors import AutotuneError
 from autotune.jobspec import TrialSpec
 from autotune.runner import TrialRunner
 from autotune.trial.compilecache import CACHE_FOLDER
+from autotune.trial.job import quiet_tf32_hint
 
 
 def test_a_trial_compiled_ahead_finds_its_graphs_in_the_cache(tmp_path: Path) -> None:
@@ -64,3 +66,16 @@ def test_a_compile_ahead_gives_way_when_the_gpu_memory_runs_short(monkeypatch: p
     with pytest.raises(AutotuneError, match=r"only 24\.0 of the GPU.s 80\.0 GiB are free"):
         ahead._check_free_memory(torch.device("cuda"))
     ahead._check_free_memory(torch.device("cpu"))  # no GPU memory to share
+
+
+def test_a_full_precision_compile_is_quiet_about_tf32_in_its_process() -> None:
+    """Inductor advises turning TF32 on at every fp32 graph it compiles on a GPU; a trial's or a compile ahead's process
+    (an H200 sweep printed it for each fp32 graph compiled ahead) silences it where the precision knob leaves TF32 off
+    on purpose, and only there."""
+    hint = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled. Consider ..."
+    for precision, quiet in (("default", True), ("fp32", True), ("tf32", False), ("bf16", False)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            quiet_tf32_hint(precision)
+            warnings.warn(hint, UserWarning, stacklevel=1)
+        assert (not seen) == quiet, (precision, seen)
