@@ -1,9 +1,11 @@
 """``autotune verify`` on a real exported study: it holds, it regressed, the file is too old.
 
-The workload's steps sleep (150 ms by default, 30 ms tuned: trial_workloads.paced), so the figures
+The workload's steps sleep (250 ms by default, 50 ms tuned: trial_workloads.paced), so the figures
 are steady on a loaded CPU and the default-vs-winner speedup is about 5x. The sleeps are long beside a
 step's own work: with 10 ms tuned steps, CI's loaded 2-core machine measured the same config 3.3% slower
-than the sweep had, past the 3% tolerance.
+than the sweep had, past the 3% tolerance; with 30 ms steps this 2-core machine, running the whole suite,
+once measured it 6.3% slower, past the 5.2% tolerance of that run. Neither choice is the workload's own default
+(60 ms): the PyTorch-default trial would take it, and the speedup would be the tuned step's over itself.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ device: cpu
 budget: {trials: 2, trial_timeout: 2m}
 sampler: {name: grid, seed: 0}
 params:
-  step_ms: [150.0, 30.0]
+  step_ms: [250.0, 50.0]
 """
 
 
@@ -79,7 +81,7 @@ def test_the_exported_config_holds_on_the_machine_it_was_tuned_on(tuned: Path) -
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert "ok: the tuned config holds on this machine" in done.stdout
     speedup = next(line for line in done.stdout.splitlines() if line.startswith("speedup"))
-    assert float(speedup.split()[1].rstrip("x")) > 4  # 150 ms against 30 ms steps
+    assert float(speedup.split()[1].rstrip("x")) > 4  # 250 ms against 50 ms steps
 
 
 def test_a_figure_far_above_what_this_machine_measures_is_a_regression(tuned: Path, tmp_path: Path) -> None:
