@@ -60,10 +60,10 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _verify(path: Path) -> subprocess.CompletedProcess[str]:
+def _verify(path: Path, repeats: int = 2) -> subprocess.CompletedProcess[str]:
     env = child_env(HERE)
     return subprocess.run(
-        [sys.executable, "-m", "autotune", "verify", str(path), "--repeats", "2"],
+        [sys.executable, "-m", "autotune", "verify", str(path), "--repeats", str(repeats)],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
@@ -77,7 +77,7 @@ def _edited(tuned: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], object
 
 
 def test_the_exported_config_holds_on_the_machine_it_was_tuned_on(tuned: Path) -> None:
-    done = _verify(tuned)
+    done = _verify(tuned, repeats=3)  # the median of three: one run slowed by the loaded machine does not decide
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert "ok: the tuned config holds on this machine" in done.stdout
     speedup = next(line for line in done.stdout.splitlines() if line.startswith("speedup"))
