@@ -204,7 +204,7 @@ class Parking:
         if waits is None:
             return None
         own, theirs = waits[0], waits[1:]
-        soonest = min(range(len(theirs)), key=theirs.__getitem__)
+        soonest = _soonest(theirs)
         if theirs[soonest] >= own:
             return None
         parked = self.parked.pop(soonest)
@@ -222,7 +222,7 @@ class Parking:
         ready = next((i for i, p in enumerate(self.parked) if self.ahead.ended(p.proposal.params)), None)
         if ready is None and waiting and self.parked:
             waits = self._waits([parked.proposal.params for parked in self.parked])
-            ready = 0 if waits is None else min(range(len(waits)), key=waits.__getitem__)
+            ready = 0 if waits is None else _soonest(waits)
         if ready is None:
             return None
         return self._taken(self.parked.pop(ready))
@@ -249,3 +249,8 @@ class Parking:
             # left RUNNING is retried as an orphan by the next sweep on the study (autotune.sweep.orphans).
             with contextlib.suppress(Exception):
                 record_interrupted(self.study, parked.proposal.trial, cause, queue_again=True)
+
+
+def _soonest(waits: Sequence[float]) -> int:
+    """The index of the least predicted wait (the first of equals: the longest parked)."""
+    return min(range(len(waits)), key=waits.__getitem__)
