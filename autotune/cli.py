@@ -109,26 +109,38 @@ def trial(
     """
     from autotune.jobspec import MeasureSettings, TrialSpec
     from autotune.runner import TrialRunner
+    from autotune.search.costmodel import compiles
     from autotune.trial.job import check_spec
     from autotune.views import text as report
 
     parsed = _parse_assignments(params)
     spec = TrialSpec(workload, parsed, preset, device, {}, MeasureSettings(min_steps=steps), memory_cap, seed)
     check_spec(spec)
-    result = TrialRunner().run(spec, timeout)
+    result = TrialRunner(compiles=compiles(parsed)).run(spec, timeout)
     click.echo(result.to_json(indent=2) if as_json else report.trial_summary(workload, preset, result))
     if not result.ok:
         sys.exit(EXIT_TRIAL_FAILED)
 
 
 @cli.command()
-@click.argument("space_file", type=click.Path(path_type=Path))
-def validate(space_file: Path) -> None:
-    """Check SPACE_FILE and report every problem at once, with file and key path."""
+@click.argument("space_files", metavar="SPACE_FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
+def validate(space_files: tuple[Path, ...]) -> None:
+    """Check each SPACE_FILE and report every problem at once, with file and key path.
+
+    Example: autotune validate search_spaces/*.yaml
+    """
     from autotune.space import load_space
 
-    space = load_space(space_file)
-    click.echo(f"{space_file}: ok ({len(space.params)} params, sampler {space.sampler.name})")
+    problems: list[str] = []
+    for space_file in space_files:
+        try:
+            space = load_space(space_file)
+        except AutotuneError as exc:
+            problems += str(exc).splitlines()
+            continue
+        click.echo(f"{space_file}: ok ({len(space.params)} params, sampler {space.sampler.name})")
+    if problems:
+        raise AutotuneError("\n".join(problems))
 
 
 @cli.command()
@@ -174,6 +186,9 @@ def validate(space_file: Path) -> None:
     help="Do not run the winner's production start once at the end (it ships what that start built).",
 )
 @click.option(
+    "--no-report", is_flag=True, help="Do not write the HTML report at the end (`autotune report` writes it any time)."
+)
+@click.option(
     "--compile-ahead/--no-compile-ahead",
     default=None,
     help="Compile the search's next graphs on the idle CPU while trials run [default: on a GPU, one worker, 8+ cores].",
@@ -204,6 +219,7 @@ def sweep(
     warm_start: str | None,
     no_informed_start: bool,
     no_rehearse_start: bool,
+    no_report: bool,
     compile_ahead: bool | None,
     gpus: str | None,
 ) -> None:
@@ -235,6 +251,7 @@ def sweep(
         warm_start=warm_start,
         informed_start=not no_informed_start,
         rehearse_start=not no_rehearse_start,
+        report=not no_report,
         compile_ahead=compile_ahead,
     )
     summary = run_sweep(space, options)

@@ -28,18 +28,20 @@ from autotune.results import Status, TrialResult
 __all__ = ["AHEAD_PROCESS", "TRIAL_PROCESS", "ChildOutcome", "Running", "TrialRunner"]
 
 # Modules the forkserver imports once, so each trial process starts with them loaded. torch._dynamo
-# is imported by every optimizer's constructor (1.6-1.8 s); autotune.trial.preload, first, imports Inductor's
-# compiler (3.8-4.6 s of every compiled trial on an H100 host) with torch's device queries answered by NVML.
-# None of these may initialise CUDA: a forked trial could not use it. That is checked on a GPU
-# by `scripts/trial_setup.py --imports` and tests/test_runner.py::test_trial_processes_use_cuda.
+# is imported by every optimizer's constructor (1.6-1.8 s). None of these may initialise CUDA: a forked trial could
+# not use it. That is checked on a GPU by `scripts/trial_setup.py --imports` and
+# tests/test_runner.py::test_trial_processes_use_cuda.
 PRELOAD = [
-    "autotune.trial.preload",
     "autotune.trial.job",
     "autotune.workloads.resnet50",
     "autotune.workloads.gpt2",
     "torch._dynamo",
     "triton",
 ]
+# Imported first, where trials may compile: Inductor's compiler, with torch's device queries answered by NVML (3.8-4.6
+# s of every compiled trial on an H100 host). A server whose trials never compile leaves it out: it would add 2.2-2.7 s
+# to the server's start on the 2-core development machine (the preloads imported with it and without, twice each).
+COMPILER_PRELOAD = "autotune.trial.preload"
 # What a trial's and a compile ahead's processes are called in the process table: a trial that sees another process
 # on the GPU while it is timed names it (GpuTelemetry), and a compile ahead is then told apart from a stranger.
 TRIAL_PROCESS = "autotune-trial"
@@ -113,9 +115,13 @@ class ChildOutcome:
 class TrialRunner:
     """Runs trials one at a time in isolated processes; reuse one runner for many trials."""
 
-    def __init__(self) -> None:
+    def __init__(self, compiles: bool = True) -> None:
+        """``compiles``: whether its trials may compile (``torch.compile``); the server then preloads Inductor's
+        compiler too (:data:`COMPILER_PRELOAD`). The server is the process's one forkserver: the preloads of the
+        runner that starts it hold for every runner of the process. A trial the server did not preload for still
+        runs, importing what it needs itself."""
         self._ctx = multiprocessing.get_context("forkserver")
-        self._ctx.set_forkserver_preload(PRELOAD)
+        self._ctx.set_forkserver_preload([COMPILER_PRELOAD, *PRELOAD] if compiles else PRELOAD)
 
     def warm(self) -> None:
         """Start the trial server now: it imports torch and :data:`PRELOAD` in its own process (2.5 s on the 2-core

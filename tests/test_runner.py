@@ -246,21 +246,43 @@ def test_warm_starts_the_trial_server_importing_torch_while_the_caller_goes_on()
 
 
 def _server_state() -> dict[str, object]:
-    preload = sys.modules["autotune.trial.preload"]  # imported by the trial server, not by this test's process
+    """In a trial process: what it was forked with, the compiler read before this imports autotune.trial.preload
+    (which loads it where it was not)."""
+    compiler_loaded = "torch._inductor.compile_fx" in sys.modules
+    from autotune.trial import preload
+
     return {
         "variable": os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"),
-        "compiler_loaded": "torch._inductor.compile_fx" in sys.modules,
+        "compiler_loaded": compiler_loaded,
         "preloadable": preload.compiler_preloadable(),
     }
 
 
-def test_trials_start_with_the_servers_preloads(runner: TrialRunner) -> None:
-    """Each forked trial has what autotune.trial.preload imported in the trial server, and the caller's environment:
-    PYTORCH_NVML_BASED_CUDA_CHECK was set for that import only."""
-    outcome = runner.call(_server_state, (), 120)
-    assert outcome.failure is None and not outcome.timed_out, outcome
-    state = outcome.value
+_SERVER_STATE = """
+import json, sys
+from autotune.runner import TrialRunner
+from test_runner import _server_state
+
+outcome = TrialRunner(compiles=sys.argv[1] == "compiles").call(_server_state, (), 120)
+assert outcome.failure is None and not outcome.timed_out, outcome
+print(json.dumps(outcome.value))
+"""
+
+
+@pytest.mark.parametrize("compiles", [True, False])
+def test_trials_start_with_the_servers_preloads(compiles: bool) -> None:
+    """Each forked trial has what autotune.trial.preload imported in the trial server where its trials may compile,
+    and the caller's environment: PYTORCH_NVML_BASED_CUDA_CHECK was set for that import only. A server whose trials
+    never compile leaves the compiler out. In a fresh interpreter: a process has one server, started by its first
+    runner (here the one under test)."""
+    argv = [sys.executable, "-c", _SERVER_STATE, "compiles" if compiles else "eager"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=child_env())
+    assert proc.returncode == 0, proc.stderr
+    state = json.loads(proc.stdout.strip().splitlines()[-1])
     assert state["variable"] == os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+    if not compiles:
+        assert state["compiler_loaded"] is False
+        return
     assert state["compiler_loaded"] == state["preloadable"]
     if not torch.backends.cuda.is_built() or torch.cuda.is_available():
         # No CUDA in torch cannot spoil fork; a GPU machine's NVML answers (else the ~4 s saving is silently lost)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.distributions import BaseDistribution
 
-__all__ = ["ParamKind", "ParamSpec", "combinations"]
+__all__ = ["ParamKind", "ParamSpec", "any_compiled", "combinations"]
 
 ParamKind = Literal["categorical", "int", "float", "ordinal", "fixed"]
 
@@ -197,6 +197,14 @@ def _sampler_view(spec: ParamSpec, value: Any) -> tuple[BaseDistribution, Any] |
     if spec.kind == "int":
         return IntDistribution(int(spec.low), int(spec.high), log=spec.log, step=int(spec.step or 1)), value
     return FloatDistribution(spec.low, spec.high, log=spec.log, step=spec.step), value
+
+
+def any_compiled(params: Mapping[str, ParamSpec]) -> bool:
+    """Whether some configuration of ``params`` compiles: a ``compile_mode`` choice other than none."""
+    spec = params.get("compile_mode")
+    if spec is None or spec.choices is None:
+        return False
+    return any(choice != "none" for choice in spec.choices)
 
 
 def combinations(specs: Iterable[ParamSpec], limit: int | None = None) -> list[dict[str, Any]] | None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
-from autotune.space.params import ParamSpec, _decode, _encode, _sampler_view, _suggest, combinations
+from autotune.space.params import ParamSpec, _decode, _encode, _sampler_view, _suggest, any_compiled, combinations
 from autotune.space.settings import (
     Budget,
     Device,
@@ -66,6 +66,12 @@ class Space:
     def directions(self) -> list[Direction]:
         """The objectives' directions, in order, as ``optuna.create_study(directions=...)`` takes them."""
         return [objective.direction for objective in self.objectives]
+
+    @property
+    def compiles(self) -> bool:
+        """Whether some trial of its sweep may compile: a search configuration (a ``compile_mode`` other than none),
+        or a finalist given a compile mode."""
+        return any_compiled(self.params) or (self.finalists is not None and self.finalists.compile_mode is not None)
 
     @property
     def ordinals(self) -> dict[str, tuple[Any, ...]]:

@@ -14,7 +14,7 @@ from autotune import inductor, workloads
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
 from autotune.knobs import COMPILE_MODES
-from autotune.space.params import ParamSpec
+from autotune.space.params import ParamSpec, any_compiled
 from autotune.space.problems import (
     _INVALID,
     _check_keys,
@@ -214,7 +214,7 @@ def _finalists(data: Mapping[str, Any], params: Mapping[str, ParamSpec] | None, 
     if mode is None and options == {}:
         report.add("finalists", "nothing to re-try the finalists with: give inductor: options, compile_mode:, or both")
         return _INVALID
-    if mode is None and options not in ({}, _INVALID) and params is not None and not _compiles(params):
+    if mode is None and options not in ({}, _INVALID) and params is not None and not any_compiled(params):
         report.add("finalists.inductor", "the space never compiles (compile_mode): set finalists.compile_mode too")
         return _INVALID
     if _INVALID in (top, mode, options):
@@ -233,14 +233,6 @@ def _inductor_options(raw: Any, report: _Report) -> Any:
     for name, problem in found:
         report.add(f"finalists.inductor.{name}", problem)
     return _INVALID if found else inductor.parse(raw)
-
-
-def _compiles(params: Mapping[str, ParamSpec]) -> bool:
-    """Whether some configuration of the space compiles (compile_mode other than none)."""
-    spec = params.get("compile_mode")
-    if spec is None or spec.choices is None:
-        return False
-    return any(choice != "none" for choice in spec.choices)
 
 
 def _expressions(raw: Any, key: str, allowed: Sequence[str] | None, report: _Report) -> tuple[Expression, ...] | None:

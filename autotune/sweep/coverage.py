@@ -11,9 +11,12 @@ worker is measuring, one a rule rejects) still costs a trial row: Optuna writes 
 for. Where the budget left covers every untried configuration, all of them will be measured
 anyway, so what the sampler would propose next no longer decides anything: the proposer queues the
 untried configuration nearest to the repeat, and the next ask (of any worker) measures it. Each such
-row is then followed by a new measurement, so there are fewer of them than configurations. Where the
-budget is smaller than the space, nothing is queued: the sampler's proposals stand, and a seeded
-sweep proposes what it always did.
+row is then followed by a new measurement, so a lone worker writes fewer of them than configurations.
+Workers asking at once can each write one before the same new measurement (their repeats queue one
+configuration between them), and each may write one more at the end, while the last configuration is
+measured elsewhere: at most as many per worker as configurations. Where the budget is smaller than
+the space, nothing is queued: the sampler's proposals stand, and a seeded sweep proposes what it
+always did.
 
 The study is the truth: measured and running trials are every worker's. Params are compared with
 floats rounded to 12 digits, as :meth:`~autotune.space.ParamSpec.values` lists a stepped float range,

@@ -25,13 +25,17 @@ class TrialExecutor:
     repeat or a re-measurement of a compiled configuration finds its kernels there.
     """
 
-    def __init__(self, space: Space, options: SweepOptions) -> None:
-        self.runner = trialrunner.TrialRunner()  # looked up here, so a test can swap the trial processes for its own
+    def __init__(self, space: Space, options: SweepOptions, warm: bool = True) -> None:
+        """``warm``: start the trial server now, so that its imports overlap the sweep's set-up rather than delay the
+        first trial (the default's); else the first trial starts it, and a process that runs none never does."""
+        # Looked up here, so a test can swap the trial processes for its own.
+        self.runner = trialrunner.TrialRunner(compiles=space.compiles)
         self.space = space
         self.options = options
         self.device = options.device or space.device
         self.cache = str(study_cache_dir(options.storage, study_name(space, options)))
-        self.runner.warm()  # its imports overlap the sweep's set-up, not the first trial (the default)
+        if warm:
+            self.runner.warm()
 
     def spec(self, params: dict[str, Any], pruning: Pruning | None = None) -> TrialSpec:
         """The trial job of ``params``, as this sweep runs it."""
@@ -52,9 +56,9 @@ class TrialExecutor:
         return self.runner.run(self.spec(params, pruning), timeout_s)
 
 
-def trial_executor(space: Space, options: SweepOptions) -> TrialExecutor:
+def trial_executor(space: Space, options: SweepOptions, warm: bool = True) -> TrialExecutor:
     """Real trials: see :class:`TrialExecutor`."""
-    return TrialExecutor(space, options)
+    return TrialExecutor(space, options, warm)
 
 
 def replay_executor(path: Path) -> Executor:

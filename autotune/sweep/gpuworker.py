@@ -26,7 +26,7 @@ from autotune.interrupts import STOP_SIGNALS, Interrupted, StopSignals
 from autotune.records import Tally
 from autotune.sweep import workerevents as events
 from autotune.sweep.executors import trial_executor
-from autotune.sweep.loop import Sweep
+from autotune.sweep.loop import Sweep, finishing_runs_trials
 from autotune.sweep.options import SweepSummary
 from autotune.views.progress import Progress
 
@@ -90,7 +90,9 @@ def _run(conn: Connection) -> events.Ending:
 
 def _sweep(job: events.WorkerJob, conn: Connection) -> tuple[SweepSummary, str | None]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress lines say what matters
-    executor = trial_executor(job.space, job.options)
+    # A finishing worker whose stages run no trial (finishing_runs_trials) never needs the trial server.
+    warm = job.role != "finish" or finishing_runs_trials(job.space, job.options)
+    executor = trial_executor(job.space, job.options, warm)
     check = DeviceCheck(job.entry, job.device_type)
     sweep = Sweep(job.space, job.options, executor, ProgressRelay(conn), device_check=check, role=job.role)
     return sweep.run(), sweep.device_failure

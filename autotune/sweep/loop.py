@@ -57,7 +57,7 @@ from autotune.sweep.turns import TrialTurns
 from autotune.sweep.workerevents import Role
 from autotune.views.progress import Progress
 
-__all__ = ["MAX_SKIPS_IN_A_ROW", "Sweep"]
+__all__ = ["MAX_SKIPS_IN_A_ROW", "Sweep", "finishing_runs_trials"]
 
 # Proposals in a row that need no run (duplicates, rejected): the space is taken as exhausted. A space that can be
 # listed ends sooner, when every configuration is measured (Proposer.exhausted); this is for the others.
@@ -195,6 +195,7 @@ class Sweep:
         return "the search workers have ended"
 
     def _stages(self) -> list[Stage]:
+        # finishing_runs_trials (below) says which of these may run a trial: the two change together.
         if self.ctx.options.replay:
             return [Report()]  # re-measuring recorded measurements would only repeat them
         options, finalists = self.ctx.options, self.ctx.space.finalists
@@ -269,6 +270,16 @@ class Sweep:
             "objectives": ",".join(f"{m}:{d}" for m, d in ctx.info.objectives),
             "storage": redact_url(ctx.options.storage),
         }
+
+
+def finishing_runs_trials(space: Space, options: SweepOptions) -> bool:
+    """Whether the finishing stages (:meth:`Sweep._stages`) may run a trial: re-measuring, finalists, profiling, the
+    rehearsed start (only of a compiled winner: an eager one ships no compile artifacts to start from). A ``--gpus``
+    sweep's finishing worker starts its trial server only then."""
+    if options.replay:
+        return False
+    rehearses = options.rehearse_start and space.compiles
+    return bool(options.remeasure_top or options.profile_steps) or rehearses or space.finalists is not None
 
 
 def _predict(ctx: SweepContext) -> Predict:

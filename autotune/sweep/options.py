@@ -48,6 +48,9 @@ class SweepOptions:
     # At the end, run the winner's production start once, from its compile artifacts, and ship what that start saved
     # (autotune.sweep.rehearsal).
     rehearse_start: bool = True
+    # At the end, write the study's HTML report and its PNGs beside the storage (autotune.sweep.report_stage); the
+    # `autotune report` command writes the same page at any time.
+    report: bool = True
     # Compile the search's next graphs on the idle CPU while trials run (autotune.sweep.ahead); None: where it pays.
     compile_ahead: bool | None = None
     # The sweep's end (time.time()), where one process set it for others: a --gpus orchestrator for its workers,

@@ -18,20 +18,20 @@ alone, and a proposal of the same configuration is answered as a repeat of it. I
 up again (``autotune.parked_s``, :mod:`autotune.records.schema`), so its duration, and with it the sweep's GPU-time
 figures, count its measurement and not the trials measured while it stood aside.
 
-Trials of at most two graphs are parked at a time. The sampler learns nothing from a parked trial until it is
-measured, and on an H100 (BENCHMARKS.md, seventh session) parking up to one trial per compile slot let TPE propose
-four more configurations of one poor region while the first waited: all four were pruned after their compiles (the
-pruned share rose from 5% to 33% of ResNet-50's search) and the winner came out 4% lower. With the informed start
-alone parked, six eager trials ran during its compile and it then waited for nothing (18 s, against 58 s waiting
-before). With one trial at a time (eighth session) a second configuration of the parked trial's graph (ResNet-50's
-fp16 winner, with the fused optimizer) then waited 38.9 s for the compile the parked one stood aside for, the GPU
-idle: so a proposal of the graph already parked for is parked beside it (it costs no compile slot, and such
-proposals are few: the graph-neutral variants of one configuration). With one graph parked, a proposal of another
-compiled in its own trial, the GPU idle: in the twelfth session's GPT-2 sweep four proposals did so right after
-another graph was parked (23-28 s each, 100 s of the search's 133 s of compiling), and ResNet-50's winner (fp16,
-reduce-overhead, batch 512) compiled 39.8 s in its trial while a batch-256 graph was parked (the search compiled 39%
-of its trial time, 32% without that). So a second graph parks too (:data:`SAMPLER_GRAPHS`; one where the host has
-two compile slots, so one stays for the search's next graph), and a proposal of a third is measured as before.
+Trials of at most three graphs are parked at a time (see the end). The sampler learns nothing from a parked trial
+until it is measured, and on an H100 (BENCHMARKS.md, seventh session) parking up to one trial per compile slot let
+TPE propose four more configurations of one poor region while the first waited: all four were pruned after their
+compiles (the pruned share rose from 5% to 33% of ResNet-50's search) and the winner came out 4% lower. With the
+informed start alone parked, six eager trials ran during its compile and it then waited for nothing (18 s, against
+58 s waiting before). With one trial at a time (eighth session) a second configuration of the parked trial's graph
+(ResNet-50's fp16 winner, with the fused optimizer) then waited 38.9 s for the compile the parked one stood aside
+for, the GPU idle: so a proposal of the graph already parked for is parked beside it (it costs no compile slot, and
+such proposals are few: the graph-neutral variants of one configuration). With one graph parked, a proposal of
+another compiled in its own trial, the GPU idle: in the twelfth session's GPT-2 sweep four proposals did so right
+after another graph was parked (23-28 s each, 100 s of the search's 133 s of compiling), and ResNet-50's winner
+(fp16, reduce-overhead, batch 512) compiled 39.8 s in its trial while a batch-256 graph was parked (the search
+compiled 39% of its trial time, 32% without that). So a second graph parks too, and since the twenty-first session a
+third (see the end); a proposal of another graph is measured as before.
 
 The expert's two trials are the exception: the informed start's twin in the other half precision
 (:func:`autotune.sweep.expert.precision_twin`), queued right after it, parks beside it though its graph differs
@@ -54,11 +54,22 @@ start's 45 s compile. A trial the sampler proposed stands aside whatever runs me
 measuring such trials first left the GPU idle for the rest of their compiles, 47 s in all in a 6-minute search, and
 two of those five trials were then pruned.
 
-A proposal that cannot park (a third graph) and whose graph is still compiling ahead would wait for the rest of that
-compile, the GPU idle, while a parked trial's compile may end sooner. In a ResNet-50 search on an H200 (twentieth
-session) trial 15 waited 40.8 s for a compile ahead started 3 s before it was proposed, while trial 11's, started
-19 s before, had about 26 s left. So the parked trials whose compiles are predicted to end before the proposal's are
-measured first, the soonest first (:meth:`Parking.sooner`); the proposal then waits only for what is left.
+A proposal that cannot park (a graph too many) and whose graph is still compiling ahead would wait for the rest of
+that compile, the GPU idle, while a parked trial's compile may end sooner. In a ResNet-50 search on an H200
+(twentieth session) trial 15 waited 40.8 s for a compile ahead started 3 s before it was proposed, while trial 11's,
+started 19 s before, had about 26 s left. So the parked trials whose compiles are predicted to end before the
+proposal's are measured first, the soonest first (:meth:`Parking.sooner`); the proposal then waits only for what is
+left. That still idles the GPU for the rest of the soonest compile (about 26 s there, an estimate from the
+timestamps), and in the next ResNet-50 search on an H200 (twenty-first session) the third graph, default precision
+`reduce-overhead` at batch 64, was not compiling ahead: it compiled in its trial for 41.7 s (44 s of the search's
+249 s of trial time), then was pruned at warm-up, while two graphs stood aside. Either way a third graph cost about
+40 s of an idle GPU, in each of the two searches. So a third graph parks (:data:`SAMPLER_GRAPHS`), where the host
+has the slots: at most the compile slots but one, so one stays for the search's next graph (a 16-core host has four;
+one graph parks where the host has two). The risk is the seventh session's: the sampler learns nothing from parked
+trials and may propose more of their region meanwhile; in these two searches such proposals were pruned in 6 s each
+from the cache, so the GPU seconds at stake are the third graph's compile. With three, the next ResNet-50 search
+(another H200, one run) parked three default-precision graphs together, measured the fourth after the soonest of
+them (a 6.5 s wait), compiled 34.6% of its trial time and pruned 9.1%.
 """
 
 from __future__ import annotations
@@ -86,9 +97,10 @@ __all__ = ["OUTLAST_FACTOR", "SAMPLER_GRAPHS", "Parked", "Parking", "Predict", "
 Predict = Callable[[Sequence[Mapping[str, Any]]], Seconds | None]
 # How many graphs the sampler's proposals park at once (see the module docstring): one per compile slot (four on an
 # H100's 16-core host) let TPE's proposals of one poor region pile up unmeasured (seventh session); one left the next
-# new graph compiling in its trial (twelfth session). At most the compile slots but one, so a slot stays for the
-# search's next graph (a host of 8 cores has two).
-SAMPLER_GRAPHS = 2
+# new graph compiling in its trial (twelfth session), and two a third (about 40 s each in two H200 searches,
+# twentieth and twenty-first sessions). At most the compile slots but one, so a slot stays for the search's next
+# graph (a host of 8 cores has two).
+SAMPLER_GRAPHS = 3
 # How much longer than the rest of the informed start's compile a proposal must be predicted to take before the
 # informed start is measured first: its wait idles the GPU for certain, and a prediction barely above it is within the
 # cost model's error. Chosen on the four cases measured on an H100 (eighth and ninth sessions, before the eager-run

@@ -38,7 +38,7 @@ params:
 def test_data_knobs_are_swept_input_bound_trials_flagged_and_the_winner_loader_exported(tmp_path: Path) -> None:
     (tmp_path / "data.yaml").write_text(SPACE)
     storage, tracking_uri = f"sqlite:///{tmp_path}/autotune.db", f"sqlite:///{tmp_path}/mlflow.db"
-    options = SweepOptions(storage=storage, tracking_uri=tracking_uri, remeasure_top=0, prune_ratio=0.0)
+    options = SweepOptions(report=False, storage=storage, tracking_uri=tracking_uri, remeasure_top=0, prune_ratio=0.0)
     summary = run_sweep(load_space(tmp_path / "data.yaml"), options, Progress(None, None, io.StringIO()))
 
     study = optuna.load_study(study_name="data", storage=storage)

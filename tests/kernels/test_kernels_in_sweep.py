@@ -51,9 +51,13 @@ json.dump({"launched": uk.LAST_BLOCK[0], "configs": len(uk.scaled_add.configs),
 """
 
 
+# `autotune sweep space.yaml` without MLflow, re-measuring or the report: what these tests read is the study.
+QUICK_SWEEP = ["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0", "--no-report"]
+
+
 def test_a_sweep_picks_among_a_kernels_configs_and_production_launches_only_the_winner(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(SPACE.format(workload="user_kernels:kernel_mlp", trials=3))
-    swept = run_interpreted(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
+    swept = run_interpreted(QUICK_SWEEP, tmp_path)
     assert all(label in swept.stdout for label in CONFIGS.values())  # each config was a trial
     storage = f"sqlite:///{tmp_path}/autotune.db"  # `autotune export --study space -o tuned.yaml`, in this process
     study = optuna.load_study(study_name="space", storage=storage)
@@ -77,7 +81,7 @@ def test_a_listed_kernel_the_model_never_calls_is_a_warning_in_the_summary_not_i
     """The kernel is pinned but never launched, so no interpreter is needed: the sweep runs in this process
     (its trial in a real one), without the seconds an `autotune sweep` process and its forkserver take."""
     (tmp_path / "space.yaml").write_text(SPACE.format(workload="trial_workloads:tiny_mlp", trials=1))
-    options = SweepOptions(storage=f"sqlite:///{tmp_path}/autotune.db", tracking=False, remeasure_top=0)
+    options = SweepOptions(report=False, storage=f"sqlite:///{tmp_path}/autotune.db", tracking=False, remeasure_top=0)
     said = io.StringIO()
     summary = run_sweep(load_space(tmp_path / "space.yaml"), options, Progress(None, None, said))
     assert "never ran" not in said.getvalue()  # one trial that did not launch it is no news
@@ -113,7 +117,7 @@ def test_a_kernel_the_space_does_not_list_is_pinned_in_production_to_what_it_cho
     """Not listed, the kernel's own autotuner chooses in the trial; the export records the choice per shape key
     and apply() pins it, so a production start benchmarks none of the kernel's configs."""
     (tmp_path / "space.yaml").write_text(SPACE_UNLISTED)
-    run_interpreted(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
+    run_interpreted(QUICK_SWEEP, tmp_path)
     storage = f"sqlite:///{tmp_path}/autotune.db"
     study = optuna.load_study(study_name="space", storage=storage)
     info = schema.load_study_info(study)
@@ -198,7 +202,7 @@ def test_the_informed_start_takes_a_listed_kernels_own_autotuned_choice(tmp_path
     """Before the informed start is queued, the listed kernel runs unpinned in a short eager run of the expert's
     configuration; what its autotuner chose there (here always its last config) is the informed start's."""
     (tmp_path / "space.yaml").write_text(INFORMED)
-    swept = run_interpreted(["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0"], tmp_path)
+    swept = run_interpreted(QUICK_SWEEP, tmp_path)
     assert "as their own autotuners chose: last_wins_add: BLOCK_SIZE=64 num_warps=4 num_stages=2" in swept.stderr
     study = optuna.load_study(study_name="space", storage=f"sqlite:///{tmp_path}/autotune.db")
     default, informed = sorted(study.trials, key=lambda trial: trial.number)

@@ -74,7 +74,7 @@ def sweep(workdir: Path, space_file: str, **options: object) -> str:
     with log.open("w") as stream:
         run_sweep(
             load_space(workdir / space_file, replay="replay" in options),
-            SweepOptions(storage=storage, remeasure_top=0, **options),  # type: ignore[arg-type]
+            SweepOptions(report=False, storage=storage, remeasure_top=0, **options),  # type: ignore[arg-type]
             Progress(None, None, stream),
         )
     return log.read_text()

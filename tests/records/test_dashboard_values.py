@@ -44,7 +44,7 @@ def autotune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def sweep(storage: str, study: str, n_trials: int, cwd: Path) -> subprocess.CompletedProcess[str]:
     args = ["sweep", str(SPACE), "--replay", str(RECORDS), "--storage", storage, "--study", study]
-    done = autotune(*args, "--n-trials", str(n_trials), "--no-mlflow", cwd=cwd)
+    done = autotune(*args, "--n-trials", str(n_trials), "--no-mlflow", "--no-report", cwd=cwd)
     assert done.returncode == 0, done.stderr
     return done
 
@@ -108,7 +108,7 @@ def test_an_old_study_resumes_ranks_and_exports_real_values(tmp_path: Path) -> N
         old.add_trial(_old_trial(params, default=default))
 
     # Optuna refuses a second distribution for a param of a study: new trials must be indices too.
-    options = SweepOptions(study_name="old", storage=storage, replay=RECORDS, tracking=False, n_trials=7)
+    options = SweepOptions(report=False, study_name="old", storage=storage, replay=RECORDS, tracking=False, n_trials=7)
     summary = run_sweep(space, options, progress=Progress(None, None, stream=io.StringIO()))
     assert summary.measured == 7, summary.stop_reason
     study = optuna.load_study(study_name="old", storage=storage)

@@ -146,7 +146,9 @@ def test_a_replayed_sweep_s_records_read_the_replayed_durations(tmp_path: Path) 
     (tmp_path / "toy.json").write_text(json.dumps(RECORDS))
     (tmp_path / "toy.yaml").write_text(SPACE)
     space = load_space(tmp_path / "toy.yaml", replay=True)
-    options = SweepOptions(storage=f"sqlite:///{tmp_path / 'toy.db'}", replay=tmp_path / "toy.json", tracking=False)
+    options = SweepOptions(
+        report=False, storage=f"sqlite:///{tmp_path / 'toy.db'}", replay=tmp_path / "toy.json", tracking=False
+    )
     run_sweep(space, options, progress=Progress(None, None, stream=io.StringIO()))
     records = records_of(optuna.load_study(study_name="toy-replay", storage=options.storage))
     ordered = sorted(records.measured, key=lambda r: r.number)

@@ -50,7 +50,7 @@ def _sweep(space: Space, seed: int, n_trials: int | None = None, records: Path =
     """A replay sweep with the space's own sampler; returns its (in-memory) study."""
     kinds = {param.kind for param in space.params.values()}
     catcher = bench.StudyCatcher(make_sampler(space.sampler.name, seed, kinds))
-    options = SweepOptions(storage="memory", replay=records, tracking=False, n_trials=n_trials, seed=seed)
+    options = SweepOptions(report=False, storage="memory", replay=records, tracking=False, n_trials=n_trials, seed=seed)
     run_sweep(space, options, progress=Progress(None, None, stream=io.StringIO()), sampler=catcher)
     assert catcher.study is not None
     return catcher.study
@@ -132,7 +132,7 @@ def test_configuration_without_record_stops_the_sweep(tmp_path: Path) -> None:
     path.write_text(text)
     space = load_space(path, replay=True)
     catcher = bench.StudyCatcher(make_sampler("tpe", 0))
-    options = SweepOptions(storage="memory", replay=RECORDS, tracking=False, n_trials=5, seed=0)
+    options = SweepOptions(report=False, storage="memory", replay=RECORDS, tracking=False, n_trials=5, seed=0)
     with pytest.raises(AutotuneError, match="no record for configuration") as caught:
         run_sweep(space, options, progress=Progress(None, None, stream=io.StringIO()), sampler=catcher)
     message = str(caught.value)
@@ -171,7 +171,7 @@ def test_no_repeat_keeps_cmaes_searching(space: Space) -> None:
     # this seed stops as exhausted after 20 measured trials and 150 duplicates.
     cmaes = optuna.samplers.CmaEsSampler(seed=0, with_margin=True, popsize=12, warn_independent_sampling=False)
     catcher = bench.StudyCatcher(bench.NoRepeatSampler(cmaes))
-    options = SweepOptions(storage="memory", replay=RECORDS, tracking=False, n_trials=40, seed=0)
+    options = SweepOptions(report=False, storage="memory", replay=RECORDS, tracking=False, n_trials=40, seed=0)
     summary = run_sweep(space, options, progress=Progress(None, None, stream=io.StringIO()), sampler=catcher)
     assert summary.measured == 40, summary.stop_reason
     assert catcher.study is not None

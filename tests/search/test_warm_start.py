@@ -52,7 +52,7 @@ def _sweep(space: Space, storage: str, study: str, *, n_trials: int, seed: int, 
     """A replay sweep in this process; returns what it printed."""
     out = io.StringIO()
     options = SweepOptions(
-        study_name=study, storage=storage, replay=RECORDS, tracking=False, n_trials=n_trials, seed=seed,
+        report=False, study_name=study, storage=storage, replay=RECORDS, tracking=False, n_trials=n_trials, seed=seed,
         warm_start=warm_start,
     )  # fmt: skip
     run_sweep(space, options, progress=Progress(None, None, stream=out))

@@ -497,6 +497,24 @@ def test_finalists_section_is_typed(tmp_path: Path) -> None:
     assert load(tmp_path, "workload: {name: gpt2, preset: tiny}\nparams: {batch_size: 8}\n").finalists is None
 
 
+@pytest.mark.parametrize(
+    ("params", "finalists", "compiles"),
+    [
+        ("{batch_size: [8, 16]}", "", False),
+        ("{compile_mode: [none]}", "", False),
+        ("{compile_mode: [none, max-autotune]}", "", True),
+        ("{compile_mode: [none]}", "finalists: {compile_mode: default}", True),
+        ("{compile_mode: [none], batch_size: [8, 16]}", "finalists: {top: 1, compile_mode: max-autotune}", True),
+    ],
+)
+def test_a_space_says_whether_its_sweep_may_compile(
+    tmp_path: Path, params: str, finalists: str, compiles: bool
+) -> None:
+    # The trial server preloads Inductor's compiler only for a sweep that may compile (autotune.runner).
+    space = load(tmp_path, f"workload: {{name: gpt2, preset: tiny}}\nparams: {params}\n{finalists}\n")
+    assert space.compiles is compiles
+
+
 def test_every_finalists_problem_is_reported_with_its_key_path(tmp_path: Path) -> None:
     found = problems(
         tmp_path,

@@ -41,7 +41,9 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A study made by a sweep (its SQLite file left in write-ahead-log mode, as every sweep leaves it)."""
     database = tmp_path_factory.mktemp("swept") / "autotune.db"
     url = f"sqlite:///{database}"
-    options = SweepOptions(study_name=STUDY, storage=url, n_trials=3, replay=MATMUL_RECORDS, tracking=False)
+    options = SweepOptions(
+        report=False, study_name=STUDY, storage=url, n_trials=3, replay=MATMUL_RECORDS, tracking=False
+    )
     run_sweep(load_space(SPACE, replay=True), options, Progress(None, None, io.StringIO()))
     return database
 

@@ -39,8 +39,8 @@ def environment(workdir: Path) -> dict[str, str]:
 
 
 def sweep_args(space: Path, *extra: str) -> list[str]:
-    """What follows ``autotune``: a quick sweep (no MLflow, no re-measuring) of ``space``."""
-    return ["sweep", space.name, "--no-mlflow", "--remeasure-top", "0", "--prune-below", "0", *extra]
+    """What follows ``autotune``: a quick sweep (no MLflow, no re-measuring, no report) of ``space``."""
+    return ["sweep", space.name, "--no-mlflow", "--remeasure-top", "0", "--prune-below", "0", "--no-report", *extra]
 
 
 def start(workdir: Path, args: list[str], **popen: object) -> subprocess.Popen[str]:

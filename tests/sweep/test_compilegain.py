@@ -88,7 +88,9 @@ def test_the_sweep_hands_each_trial_the_bound_its_study_has_measured(tmp_path: P
             return TrialResult(Status.OK, None, params, {"throughput": eager})
         return TrialResult(Status.OK, None, params, {"throughput": 2 * eager, "eager_probe_throughput": eager})
 
-    options = SweepOptions(storage=f"sqlite:///{tmp_path}/s.db", tracking=False, remeasure_top=0, rehearse_start=False)
+    options = SweepOptions(
+        report=False, storage=f"sqlite:///{tmp_path}/s.db", tracking=False, remeasure_top=0, rehearse_start=False
+    )
     Sweep(load_space(tmp_path / "space.yaml"), options, executor, Progress(None, None, io.StringIO())).run()
     compiled_before = 0
     for params, pruning in given:

@@ -55,6 +55,7 @@ def test_a_budget_of_100_on_3_configurations_measures_each_once_and_stops(tmp_pa
     # At most one proposal that needs no run per configuration measured after the first (before: 109 rows).
     assert len(study.trials) <= 2 * 3 - 1
     assert done.stderr.count("not run again") <= 2  # before: 106
+    assert not (tmp_path / "three_report.html").exists()  # a quick sweep's --no-report
 
 
 @pytest.mark.slow
@@ -67,8 +68,13 @@ def test_gpu_workers_share_the_count(tmp_path: Path) -> None:
     assert "/3 done" in done.stderr and "/100 done" not in done.stderr  # the parent's display is capped too
     study = load_study(tmp_path, "three")
     assert set(measured_configurations(study).values()) == {1} and len(measured_configurations(study)) == 3
-    # Each worker may propose once more than one alone would: it saw the last measurement only then.
-    assert len(study.trials) <= 2 * 3 - 1 + 2
+    # Workers asking at once may each need no run before the same measurement, and each once at the end
+    # (autotune.sweep.coverage): at most one such row per worker per configuration. CI's loaded machine
+    # wrote 9 rows in all, so a bound on the total alone (7) failed there; before: 109 rows.
+    no_run = Counter(
+        t.user_attrs[schema.ATTR_WORKER] for t in study.trials if t.user_attrs[schema.ATTR_KIND] != TrialKind.MEASURED
+    )
+    assert len(no_run) <= 2 and all(rows <= 3 for rows in no_run.values()), no_run
 
 
 def sweep(tmp_path: Path, text: str, **options: Any) -> tuple[optuna.Study, str]:
@@ -80,7 +86,7 @@ def sweep(tmp_path: Path, text: str, **options: Any) -> tuple[optuna.Study, str]
 
     storage = f"sqlite:///{tmp_path}/study.db"
     settings = SweepOptions(
-        storage=storage, tracking=False, remeasure_top=0, prune_ratio=0.0, rehearse_start=False, **options
+        report=False, storage=storage, tracking=False, remeasure_top=0, prune_ratio=0.0, rehearse_start=False, **options
     )
     summary = Sweep(load_space(tmp_path / "space.yaml"), settings, executor, Progress(None, None, io.StringIO())).run()
     return optuna.load_study(study_name="space", storage=storage), summary.stop_reason
@@ -131,7 +137,7 @@ def test_workers_sharing_a_study_count_each_others_trials_and_queue_once(tmp_pat
     (tmp_path / "space.yaml").write_text(FEASIBILITY.replace("seed: 1", "seed: 0"))
     space = load_space(tmp_path / "space.yaml")
     storage = f"sqlite:///{tmp_path}/study.db"
-    options = SweepOptions(study_name="shared", storage=storage, tracking=False, n_trials=100)
+    options = SweepOptions(report=False, study_name="shared", storage=storage, tracking=False, n_trials=100)
 
     def executor(params: dict[str, Any], _timeout: float, _pruning: Pruning | None) -> TrialResult:
         return TrialResult(Status.OK, None, params, {"throughput": float(params["batch_size"])})
@@ -169,7 +175,9 @@ class _Catcher(DelegatingSampler):
 
 def matmul_sweep(sampler: BaseSampler, budget: int) -> tuple[optuna.Study, SweepSummary]:
     catcher = _Catcher(sampler)
-    options = SweepOptions(storage="memory", replay=MATMUL_RECORDS, tracking=False, n_trials=budget, seed=0)
+    options = SweepOptions(
+        report=False, storage="memory", replay=MATMUL_RECORDS, tracking=False, n_trials=budget, seed=0
+    )
     summary = run_sweep(load_space(MATMUL, replay=True), options, Progress(None, None, io.StringIO()), catcher)
     assert catcher.study is not None
     return catcher.study, summary
@@ -189,7 +197,7 @@ def skipped(study: optuna.Study) -> int:
 def test_workers_that_repeat_at_once_queue_one_configuration(tmp_path: Path) -> None:
     """Two workers both propose a measured configuration before either asks again: one untried one is queued."""
     (tmp_path / "three.yaml").write_text(THREE)
-    options = SweepOptions(storage=f"sqlite:///{tmp_path}/study.db", tracking=False, n_trials=100)
+    options = SweepOptions(report=False, storage=f"sqlite:///{tmp_path}/study.db", tracking=False, n_trials=100)
 
     def executor(params: dict[str, Any], _timeout: float, _pruning: Pruning | None) -> TrialResult:
         return TrialResult(Status.OK, None, params, {"throughput": float(params["batch_size"])})

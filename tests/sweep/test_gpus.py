@@ -151,7 +151,9 @@ def test_gpu_workers_do_not_propose_in_lockstep_from_their_first_ask(tmp_path: P
 
     def options(study: str) -> SweepOptions:
         storage = f"sqlite:///{tmp_path}/lockstep.db"
-        return SweepOptions(study_name=study, storage=storage, replay=tmp_path / "records.json", tracking=False)
+        return SweepOptions(
+            report=False, study_name=study, storage=storage, replay=tmp_path / "records.json", tracking=False
+        )
 
     plain = options("plain")
     assert collisions(tmp_path, "plain", plain, plain) >= 1  # in lockstep until the collision reseeds one

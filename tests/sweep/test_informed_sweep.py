@@ -41,7 +41,7 @@ def sweep(tmp_path: Path, budget: int, **options: object) -> tuple[optuna.Study,
     with log.open("a") as stream:
         run_sweep(
             load_space(write(tmp_path, budget)),
-            SweepOptions(storage=storage, tracking=False, remeasure_top=0, prune_ratio=0, **options),  # type: ignore[arg-type]
+            SweepOptions(report=False, storage=storage, tracking=False, remeasure_top=0, prune_ratio=0, **options),  # type: ignore[arg-type]
             Progress(None, None, stream),
         )
     return optuna.load_study(study_name="informed", storage=storage), log.read_text()

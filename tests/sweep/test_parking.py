@@ -38,12 +38,23 @@ params:
 """
 
 
+def parking_options(storage: str) -> SweepOptions:
+    """An in-process sweep of ``storage`` that compiles ahead and parks; nothing else that would add trials or time."""
+    return SweepOptions(
+        report=False,
+        storage=storage,
+        tracking=False,
+        remeasure_top=0,
+        compile_ahead=True,
+        prune_ratio=0,
+        rehearse_start=False,
+    )
+
+
 def test_the_informed_start_steps_aside_while_its_graph_compiles(tmp_path: Path) -> None:
     (tmp_path / "park.yaml").write_text(SPACE)
     storage = f"sqlite:///{tmp_path}/park.db"
-    options = SweepOptions(
-        storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0, rehearse_start=False
-    )
+    options = parking_options(storage)
     said = io.StringIO()
     began = time.time()
     summary = run_sweep(load_space(tmp_path / "park.yaml"), options, Progress(None, None, said))
@@ -84,9 +95,7 @@ def test_a_trial_predicted_to_outlast_the_parked_compile_is_measured_after_the_p
     monkeypatch.setattr(loop, "_predict", lambda ctx: predict)
     (tmp_path / "park.yaml").write_text(SPACE)
     storage = f"sqlite:///{tmp_path}/park.db"
-    options = SweepOptions(
-        storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0, rehearse_start=False
-    )
+    options = parking_options(storage)
     said = io.StringIO()
     began = time.time()
     run_sweep(load_space(tmp_path / "park.yaml"), options, Progress(None, None, said))
@@ -104,6 +113,7 @@ def test_a_trial_predicted_to_outlast_the_parked_compile_is_measured_after_the_p
 def test_a_stop_signal_queues_a_parked_trial_again(tmp_path: Path) -> None:
     (tmp_path / "park.yaml").write_text(SPACE.replace("trials: 4", "trials: 6"))
     args = ["sweep", "park.yaml", "--no-mlflow", "--remeasure-top", "0", "--prune-below", "0", "--compile-ahead"]
+    args.append("--no-report")
     proc = start(tmp_path, args)
     assert proc.stderr is not None
     seen = []
@@ -129,17 +139,26 @@ def test_a_stop_signal_queues_a_parked_trial_again(tmp_path: Path) -> None:
 
 
 class CompilesAhead:
-    """The compile ahead as parking sees it: every graph can be claimed; ``ended`` says whose compile has ended."""
+    """The compile ahead as parking sees it: a compiled configuration's graph can be claimed (its compile starts
+    then, if it was not running; unlike :class:`~autotune.sweep.ahead.CompileAhead`, also once its compile has ended,
+    which lets a test park a graph again); ``guesses``: the graphs it compiles of its own pick; ``ended_graphs``: whose
+    compile has ended. A graph never started reads as ended, as in the real one."""
 
-    def __init__(self, slots: int = 4) -> None:
+    def __init__(self, slots: int = 4, guesses: tuple[dict[str, object], ...] = ()) -> None:
         self.ended_graphs: set[str] = set()
+        self.started = {str(graph_key(params)) for params in guesses}
         self.slots = slots
 
     def claim(self, params: dict[str, object], compiled_graphs: set[str]) -> bool:
-        return graph_key(params) not in compiled_graphs
+        key = graph_key(params)
+        if key is None or key in compiled_graphs:
+            return False
+        self.started.add(key)
+        return True
 
     def ended(self, params: dict[str, object]) -> bool:
-        return graph_key(params) in self.ended_graphs
+        key = str(graph_key(params))
+        return key in self.ended_graphs or key not in self.started
 
 
 def test_trials_of_the_parked_graph_park_beside_it_and_others_are_measured(tmp_path: Path) -> None:
@@ -154,21 +173,31 @@ def test_trials_of_the_parked_graph_park_beside_it_and_others_are_measured(tmp_p
         {**fp16, "fused_optimizer": True},
         bf16,
         {**fp16, "compile_mode": "reduce-overhead"},
+        {**fp16, "compile_mode": "max-autotune-no-cudagraphs"},
         {**fp16, "fused_optimizer": False},
     ]
     proposals = [Proposal(study.ask(), params, TrialKind.MEASURED) for params in graphs]
     parked = [parking.park(p, f"t{p.trial.number}", set()) for p in proposals]
     # The fused optimizer leaves the graph as it is: its trials stand aside beside the first; bf16 is a second graph,
-    # reduce-overhead a third (SAMPLER_GRAPHS): measured now.
-    assert parked == [True, True, True, False, True]
+    # reduce-overhead a third; max-autotune a fourth, one too many (SAMPLER_GRAPHS, the slots but one): measured now.
+    assert parked == [True, True, True, True, False, True]
     assert parking.take() is None  # their compiles still run
     ahead.ended_graphs.add(str(graph_key(bf16)))  # the second graph's compile ends first: its trial goes first
     second = parking.take()
     assert second is not None and second.proposal.trial.number == 2 and parking.take() is None
-    ahead.ended_graphs.add(str(graph_key(fp16)))
-    taken = [parking.take() for _ in range(4)]
-    assert [t.proposal.trial.number if t else None for t in taken] == [0, 1, 4, None]  # in the order parked
-    assert all(schema.ATTR_PARKED_S in study.trials[n].user_attrs for n in (0, 1, 2, 4))
+    ahead.ended_graphs.update({str(graph_key(fp16)), str(graph_key(graphs[3]))})
+    taken = [parking.take() for _ in range(5)]
+    assert [t.proposal.trial.number if t else None for t in taken] == [0, 1, 3, 5, None]  # in the order parked
+    assert all(schema.ATTR_PARKED_S in study.trials[n].user_attrs for n in (0, 1, 2, 3, 5))
+
+    # A wide host (eight slots) parks at most SAMPLER_GRAPHS graphs: the fourth is measured now.
+    wide = Parking(CompilesAhead(slots=8), study, storage, Progress(None, None, io.StringIO()), lambda _: None)  # type: ignore[arg-type]
+    modes = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+    wide_parked = [
+        wide.park(Proposal(study.ask(), {**fp16, "compile_mode": m}, TrialKind.MEASURED), "t", set()) for m in modes
+    ]
+    assert wide_parked == [True, True, True, False]
+    wide.release("the test's end")
 
     # A host of two compile slots keeps one for the search's next graph: the sampler parks one graph there.
     narrow = Parking(CompilesAhead(slots=2), study, storage, Progress(None, None, io.StringIO()), lambda _: None)  # type: ignore[arg-type]
@@ -262,13 +291,13 @@ def test_the_informed_starts_twin_parks_beside_it_and_a_samplers_other_graph_doe
 
 def test_a_proposal_that_would_wait_lets_the_parked_trial_whose_compile_ends_sooner_go_first(tmp_path: Path) -> None:
     """ResNet-50's trial 15 (H200, twentieth session) waited 40.8 s for a compile ahead started 3 s before, a third
-    graph that could not park, while parked trial 11's compile had about 26 s left: the parked trial predicted to end
-    first goes first, then the proposal waits for what is left; none goes first when the proposal's graph is not
-    compiling ahead, nothing is predicted, or every parked compile is predicted to end later."""
+    graph that could not park, while parked trial 11's compile had about 26 s left: where a proposal cannot park (here
+    a host of three compile slots), the parked trial predicted to end first goes first, then the proposal waits for
+    what is left; none goes first when the proposal's graph is not compiling ahead, nothing is predicted, or every
+    parked compile is predicted to end later."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/sooner.db")
     study = optuna.create_study(study_name="sooner", storage=storage)
     said = io.StringIO()
-    ahead = CompilesAhead()
     waits: dict[str, float] = {}  # graph key -> the predicted rest of its compile ahead
 
     def predict(configurations: list[dict[str, object]]) -> Seconds | None:
@@ -277,8 +306,9 @@ def test_a_proposal_that_would_wait_lets_the_parked_trial_whose_compile_ends_soo
         rest = np.array([waits[str(graph_key(c))] for c in configurations])
         return Seconds(rest + 10.0, rest)
 
-    parking = Parking(ahead, study, storage, Progress(None, None, said), predict)  # type: ignore[arg-type]
     older, younger, third = ({"precision": "fp16", "compile_mode": m, "batch_size": 512} for m in MODES)
+    ahead = CompilesAhead(slots=3, guesses=(third,))  # two graphs park; the third graph compiles as a guess
+    parking = Parking(ahead, study, storage, Progress(None, None, said), predict)  # type: ignore[arg-type]
     assert parking.park(Proposal(study.ask(), older, TrialKind.MEASURED), "t0", set())
     assert parking.park(Proposal(study.ask(), younger, TrialKind.MEASURED), "t1", set())
     proposal = Proposal(study.ask(), third, TrialKind.MEASURED)

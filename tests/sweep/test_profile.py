@@ -43,6 +43,7 @@ def resume(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The same sweep again, in this process (the command line is the first run's): what it said."""
     monkeypatch.chdir(workdir)
     options = SweepOptions(
+        report=False,
         storage=f"sqlite:///{workdir}/autotune.db",
         tracking_uri=f"sqlite:///{workdir}/mlflow.db",
         remeasure_top=2,

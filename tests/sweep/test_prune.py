@@ -23,7 +23,7 @@ def sweep(tmp_path: Path, prune_ratio: float) -> tuple[optuna.Study, SweepSummar
     space_file = tmp_path / "prune.yaml"
     space_file.write_text(outlier_space(tmp_path / "marker", ("steady", "slow")))
     storage = f"sqlite:///{tmp_path}/prune-{prune_ratio}.db"
-    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, prune_ratio=prune_ratio)
+    options = SweepOptions(report=False, storage=storage, tracking=False, remeasure_top=0, prune_ratio=prune_ratio)
     log = io.StringIO()
     summary = run_sweep(load_space(space_file), options, Progress(None, None, log))
     return optuna.load_study(study_name="prune", storage=storage), summary, log.getvalue()
@@ -90,7 +90,7 @@ def test_a_pruned_configuration_is_not_measured_again(tmp_path: Path) -> None:
     )
     space_file.write_text(text)  # random re-proposes both configurations; a grid would stop at its size
     storage = f"sqlite:///{tmp_path}/again.db"
-    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0, prune_ratio=0.5, seed=0)
+    options = SweepOptions(report=False, storage=storage, tracking=False, remeasure_top=0, prune_ratio=0.5, seed=0)
     with open(os.devnull, "w") as quiet:
         summary = run_sweep(load_space(space_file), options, Progress(None, None, quiet))
     study = optuna.load_study(study_name="prune", storage=storage)

@@ -28,7 +28,7 @@ def test_remeasurement_dethrones_a_lucky_first_measurement(tmp_path: Path) -> No
     space_file = tmp_path / "outlier.yaml"
     space_file.write_text(outlier_space(tmp_path / "lucky.marker", ("steady", "lucky")))
     storage = f"sqlite:///{tmp_path}/study.db"
-    options = SweepOptions(storage=storage, tracking=False, remeasure_top=2, remeasure_repeats=2)
+    options = SweepOptions(report=False, storage=storage, tracking=False, remeasure_top=2, remeasure_repeats=2)
     log = tmp_path / "progress.log"
     with log.open("w") as stream:
         summary = run_sweep(load_space(space_file), options, Progress(None, None, stream))
@@ -61,7 +61,9 @@ def _sweep_outlier(
     space_file = tmp_path / "outlier.yaml"
     space_file.write_text(outlier_space(tmp_path / "lucky.marker", configs))
     storage = f"sqlite:///{tmp_path}/study.db"
-    options = SweepOptions(storage=storage, tracking=False, remeasure_top=top, remeasure_repeats=2, timeout_s=timeout_s)
+    options = SweepOptions(
+        report=False, storage=storage, tracking=False, remeasure_top=top, remeasure_repeats=2, timeout_s=timeout_s
+    )
     log = tmp_path / "progress.log"
     with log.open("w") as stream:
         run_sweep(load_space(space_file), options, Progress(None, None, stream))

@@ -59,7 +59,9 @@ def check_interrupted(trial: object, signum: int) -> None:
 
 def resume_here(workdir: Path, space: Path) -> str:
     """What ``autotune sweep SPACE`` with :func:`sweep_args` does, in this process: its stop reason."""
-    options = SweepOptions(storage=f"sqlite:///{workdir}/autotune.db", tracking=False, remeasure_top=0, prune_ratio=0)
+    options = SweepOptions(
+        report=False, storage=f"sqlite:///{workdir}/autotune.db", tracking=False, remeasure_top=0, prune_ratio=0
+    )
     return run_sweep(load_space(space), options, Progress(None, None, io.StringIO())).stop_reason
 
 

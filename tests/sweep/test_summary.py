@@ -21,7 +21,7 @@ def test_summary_shows_the_time_in_pruned_trials(tmp_path: Path) -> None:
     space = tmp_path / "outlier.yaml"
     space.write_text(outlier_space(tmp_path / "marker", ("steady", "slow")))  # slow: 6x the steady step
     storage = f"sqlite:///{tmp_path}/study.db"
-    summary = run_sweep(load_space(space), SweepOptions(storage=storage, tracking=False, remeasure_top=0))
+    summary = run_sweep(load_space(space), SweepOptions(report=False, storage=storage, tracking=False, remeasure_top=0))
 
     study = optuna.load_study(study_name="outlier", storage=storage)
     trials = {t.params["config"]: t for t in measured_records(study)}

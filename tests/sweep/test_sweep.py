@@ -29,7 +29,7 @@ BUDGET = 8  # quick.yaml's
 
 
 def sweep_command(*extra: str) -> list[str]:
-    return [sys.executable, "-m", "autotune", "sweep", "quick.yaml", *extra]
+    return [sys.executable, "-m", "autotune", "sweep", "quick.yaml", "--no-report", *extra]  # the report: elsewhere
 
 
 def environment(tracking_uri: str | None) -> dict[str, str]:
@@ -89,14 +89,19 @@ def test_quick_sweep_logs_to_a_real_mlflow_server(workdir: Path, mlflow_server: 
 
 
 def check_remeasured_metric(uri: str, study: optuna.Study) -> None:
-    """The re-measured trial's child run carries the re-measured median; no other trial's run does."""
+    """Each re-measured trial's child run carries its re-measured median; no other trial's run does.
+
+    With ``--remeasure-top 1`` the top trial is re-measured, and if its median falls below a trial measured once, that
+    new leader is re-measured too (autotune.sweep.remeasure): on CI's loaded machine the default trial led the search
+    on one lucky figure and both were re-measured. So one or two, and the sweep's leader is among them."""
     attrs = study.user_attrs
     medians = {
         t.number: data["median"]
         for t in measured_records(study)
         if (data := attrs.get(schema.remeasured_key(t.number))) is not None
     }
-    assert len(medians) == 1, medians
+    assert 1 <= len(medians) <= 2, medians
+    assert records_of(study).ranked[0].number in medians
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name("autotune/quick")
     assert experiment is not None
@@ -215,7 +220,9 @@ def test_patience_stops_a_sweep_that_stopped_improving() -> None:
     from autotune.views.progress import Progress
 
     space = load_space(REPO / "search_spaces" / "triton_matmul.yaml", replay=True)
-    options = SweepOptions(storage="memory", replay=RECORDS, tracking=False, n_trials=80, patience=6, seed=3)
+    options = SweepOptions(
+        report=False, storage="memory", replay=RECORDS, tracking=False, n_trials=80, patience=6, seed=3
+    )
     summary = run_sweep(space, options, Progress(None, None, open(os.devnull, "w")))  # noqa: SIM115
     assert summary.stop_reason == "no improvement of the ranked throughput in the last 6 measured trials"
     assert summary.measured < 80
@@ -245,7 +252,7 @@ def test_multi_objective_sweep_shows_a_pareto_front_and_exports_by_rule(tmp_path
     storage = f"sqlite:///{tmp_path}/multi.db"
     # `autotune sweep multi.yaml --storage ... --no-mlflow --remeasure-top 0`, in this process (its trials in real
     # processes): what is tested here is the leaderboard and export commands on a study of two objectives.
-    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0)
+    options = SweepOptions(report=False, storage=storage, tracking=False, remeasure_top=0)
     with open(os.devnull, "w") as quiet:
         run_sweep(load_space(space), options, Progress(None, None, quiet))
     board = subprocess.run(

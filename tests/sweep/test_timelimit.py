@@ -170,7 +170,13 @@ def timed_sweep(
     space = limit(tmp_path, None, timeout=timeout, modes=modes).space
     storage = f"sqlite:///{tmp_path}/t.db"
     options = SweepOptions(
-        storage=storage, tracking=False, remeasure_top=2, remeasure_repeats=3, informed_start=False, prune_ratio=0
+        report=False,
+        storage=storage,
+        tracking=False,
+        remeasure_top=2,
+        remeasure_repeats=3,
+        informed_start=False,
+        prune_ratio=0,
     )
     log = tmp_path / "progress.log"
     started = time.time()
@@ -213,8 +219,12 @@ def test_a_finalist_that_cannot_end_before_the_limit_is_not_started(tmp_path: Pa
 
 def test_every_run_of_a_study_compiles_from_its_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     specs: list[TrialSpec] = []
+    made: list[bool] = []
 
     class Runner:  # the trial processes: what each was asked to run
+        def __init__(self, compiles: bool = True) -> None:
+            made.append(compiles)  # whether its server would preload Inductor's compiler
+
         def warm(self) -> None:
             pass
 
@@ -228,15 +238,21 @@ def test_every_run_of_a_study_compiles_from_its_cache(tmp_path: Path, monkeypatc
     space = limit(tmp_path, None).space
     storage = f"sqlite:///{tmp_path}/c.db"
     options = SweepOptions(
-        storage=storage, tracking=False, n_trials=4, remeasure_top=2, remeasure_repeats=2, informed_start=False
+        report=False,
+        storage=storage,
+        tracking=False,
+        n_trials=4,
+        remeasure_top=2,
+        remeasure_repeats=2,
+        informed_start=False,
     )
     run_sweep(space, options, Progress(None, None, open(tmp_path / "log", "w")))  # noqa: SIM115
     finalist = [spec for spec in specs if "inductor" in spec.params]
-    # 4 search trials, 2 x 2 re-measurements, the finalist, and its 2 re-measurements (it ranks first)
     # 4 search trials, 2 x 2 re-measurements, the finalist (and its 2 re-measurements when it ranks in the top 2:
     # the sampler draws the batch sizes, so whether it does varies)
     assert len(specs) - len(finalist) == 4 + 4 and len(finalist) in (1, 3)
     assert {spec.compile_cache_dir for spec in specs} == {str(study_cache_dir(storage, "space"))}
+    assert made and all(made)  # the space compiles: its trial server preloads the compiler
 
 
 def test_finalists_are_the_best_configurations_of_distinct_graphs() -> None:

@@ -38,7 +38,7 @@ BUDGET = 4  # shared: started together, the workers began their first trials 0.2
 def run_workers(workdir: Path, *extra: str) -> None:
     """Start the workers at the same moment and wait for all of them: each must exit 0."""
     # Each worker runs the finishing stages too; one re-measurement keeps that stage in (its default is 9 runs).
-    finish = ["--remeasure-top", "1", "--remeasure-repeats", "1"]
+    finish = ["--remeasure-top", "1", "--remeasure-repeats", "1", "--no-report"]
     command = [sys.executable, "-m", "autotune", "sweep", "quick.yaml", "--n-trials", str(BUDGET), *finish, *extra]
     workers = [
         subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -122,7 +122,9 @@ def test_workers_with_one_seed_stop_proposing_in_lockstep(tmp_path: Path) -> Non
     (tmp_path / "lockstep.yaml").write_text(LOCKSTEP_SPACE)
     space = load_space(tmp_path / "lockstep.yaml", replay=True)
     records_file = tmp_path / "records.json"
-    options = SweepOptions(storage=f"sqlite:///{tmp_path}/lockstep.db", replay=records_file, tracking=False)
+    options = SweepOptions(
+        report=False, storage=f"sqlite:///{tmp_path}/lockstep.db", replay=records_file, tracking=False
+    )
     quiet = Progress(None, None, io.StringIO())
     first, second = (Sweep(space, options, replay_executor(records_file), quiet, worker=f"host:{i}") for i in (1, 2))
     for _ in range(10):

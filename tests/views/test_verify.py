@@ -45,7 +45,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     space_file = folder / "paced.yaml"
     space_file.write_text(SPACE)
     storage = f"sqlite:///{folder}/study.db"
-    options = SweepOptions(storage=storage, tracking=False, remeasure_top=1, remeasure_repeats=2)
+    options = SweepOptions(report=False, storage=storage, tracking=False, remeasure_top=1, remeasure_repeats=2)
     with (folder / "progress.log").open("w") as stream:
         run_sweep(load_space(space_file), options, Progress(None, None, stream))
     import optuna

@@ -104,7 +104,8 @@ def test_the_shipped_data_space_sweeps_host_data_trials(tmp_path: Path) -> None:
     (tmp_path / "data.yaml").write_text(yaml.safe_dump(_tiny_cpu_data_space(), sort_keys=False))
     storage = f"sqlite:///{tmp_path}/autotune.db"
     # The sweep in this process, its trials in real processes (`autotune sweep` as a process: tests/sweep).
-    options = SweepOptions(storage=storage, tracking=False, remeasure_top=0)
+    # No pruning: a trial slowed by the machine's other jobs below half the best is pruned, not measured (seen once).
+    options = SweepOptions(report=False, storage=storage, tracking=False, remeasure_top=0, prune_ratio=0)
     run_sweep(load_space(tmp_path / "data.yaml"), options, Progress(None, None, io.StringIO()))
     study = optuna.load_study(study_name="data", storage=storage)
     trials = measured_records(study)
