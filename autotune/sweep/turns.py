@@ -82,8 +82,10 @@ class TrialTurns:
                     if self.parking.outlasts(proposal):
                         self._parked_first(proposal.trial)
                         started = time.monotonic()  # its turn begins after theirs
-                    elif self._sooner_first(proposal):
-                        started = time.monotonic()
+                    else:
+                        self.parking.compile_beside(proposal, self._compiled())
+                        if self._sooner_first(proposal):
+                            started = time.monotonic()
                 result = self._answer(proposal, label)
             self._record(label, proposal, result, started)
             return proposal.kind is TrialKind.MEASURED
