@@ -153,6 +153,15 @@ class CompileAhead:
         self._compiling[key].claimed = True
         return True
 
+    def drop(self, params: Mapping[str, Any]) -> None:
+        """Stop the compile ahead of the graph of ``params``, claimed for a trial that will not wait for it after all
+        (:meth:`autotune.sweep.parking.Parking.compile_beside`); the slot is filled again at the next trial's
+        :meth:`before`."""
+        key = graph_key(params)
+        compiling = self._compiling.pop(key, None) if key is not None else None
+        if compiling is not None:
+            compiling.running.kill()
+
     def ended(self, params: Mapping[str, Any]) -> bool:
         """Whether no compile ahead of the graph of ``params`` is running now."""
         self.poll()

@@ -75,7 +75,7 @@ A graph too many whose compile is not running ahead compiled in its trial, the G
 compiles ended beside it: in a GPT-2 search on an H200 (twenty-fourth session) trial 14, a fourth graph proposed
 while three stood aside, compiled 25.9 s in its trial, and the three parked trials were measured right after it
 (26 s of the search's 100 s of compiling, 243 s of trial time). So such a proposal has its compile started ahead
-where a slot can be had and a parked trial is predicted to be ready before that trial would end
+where a slot can be had and a parked trial is predicted to be ready before that compile would end
 (:meth:`Parking.compile_beside`); the parked trials then go first, the soonest first (:meth:`Parking.sooner`), and
 the proposal waits for what is left, counted as its compile. It is not parked: the sampler proposes nothing more
 until it is measured, so no more graphs stand aside unmeasured than before.
@@ -217,18 +217,20 @@ class Parking:
     def compile_beside(self, proposal: Proposal, compiled_graphs: set[str]) -> bool:
         """Start the compile ahead of ``proposal``'s graph, a proposal that cannot park (:meth:`park` said no), where
         its trial would compile that graph, a compile slot can take it, and a parked trial is predicted to be ready
-        (its compile ahead ended) before ``proposal``'s trial, compile included, would end: the GPU then measures the
-        parked trials while the graph compiles (:meth:`sooner`; see the module docstring). ``compiled_graphs``: the
-        graph keys trials compiled. True when started."""
+        (its compile ahead ended) before that compile would end: the GPU then measures the parked trials while the
+        graph compiles (:meth:`sooner`; see the module docstring). ``compiled_graphs``: the graph keys trials compiled.
+        True when started; where nothing is predicted or no parked trial would be ready first, the compile started to
+        see it is stopped again, and the proposal compiles in its trial."""
         key = graph_key(proposal.params)
         if key is None or key in compiled_graphs or not self.parked or not self.ahead.ended(proposal.params):
             return False  # no compile, nothing to measure meanwhile, or one runs ahead already (sooner() takes it)
-        configurations = [proposal.params, *(parked.proposal.params for parked in self.parked)]
-        predicted = self.predict(configurations)
-        if predicted is None or float(min(predicted.waiting[1:])) >= float(predicted.trial[0]):
-            return False
         if not self.ahead.claim(proposal.params, compiled_graphs):
-            return False  # needs no compile, or no slot is free of a trial's compile
+            return False  # compiled ahead already, or no slot is free of a trial's compile
+        # Started, its compile's rest is predicted as the wait its trial would have: the test sooner() applies.
+        waits = self._waits([proposal.params, *(parked.proposal.params for parked in self.parked)])
+        if waits is None or min(waits[1:]) >= waits[0]:
+            self.ahead.drop(proposal.params)
+            return False
         self.progress.message(
             f"trial {proposal.trial.number} compiles ahead beside the trials standing aside (a graph too many to stand "
             "aside itself): they are measured while it compiles"

@@ -156,6 +156,9 @@ class CompilesAhead:
         self.started.add(key)
         return True
 
+    def drop(self, params: dict[str, object]) -> None:
+        self.started.discard(str(graph_key(params)))
+
     def ended(self, params: dict[str, object]) -> bool:
         key = str(graph_key(params))
         return key in self.ended_graphs or key not in self.started
@@ -338,39 +341,39 @@ def test_a_graph_too_many_compiles_ahead_while_the_parked_trials_are_measured(tm
     """GPT-2's trial 14 (H200, twenty-fourth session), a fourth graph proposed while three stood aside, compiled 25.9 s
     in its trial, the GPU idle, and the parked trials were measured after it: its compile now starts ahead and the
     parked trial predicted to be ready first is measured meanwhile; not where nothing is predicted, every parked
-    compile is predicted to outlast its whole trial, it is eager, or its graph was compiled by a trial."""
+    compile is predicted to end after its own, it is eager, or its graph was compiled by a trial."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/beside.db")
     study = optuna.create_study(study_name="beside", storage=storage)
     said = io.StringIO()
-    fresh: dict[str, float] = {}  # graph key -> its predicted compile, as a compile ahead has it left once started
+    rests: dict[str, float] = {}  # graph key -> the predicted rest of its compile, once started ahead
     ahead = CompilesAhead()  # four slots: three graphs park
 
     def predict(configurations: list[dict[str, object]]) -> Seconds | None:
-        if not fresh:
+        if not rests:
             return None
         keys = [str(graph_key(c)) for c in configurations]
-        rest = np.array([fresh[k] if k in ahead.started and k not in ahead.ended_graphs else 0.0 for k in keys])
-        return Seconds(np.array([fresh[k] for k in keys]) + 10.0, rest)  # a trial: its compile, then 10 s
+        rest = np.array([rests[k] if k in ahead.started and k not in ahead.ended_graphs else 0.0 for k in keys])
+        return Seconds(rest + 10.0, rest)
 
     parking = Parking(ahead, study, storage, Progress(None, None, said), predict)  # type: ignore[arg-type]
     graphs = [{"precision": "fp16", "compile_mode": "reduce-overhead", "batch_size": b} for b in (8, 16, 32, 64)]
     for params in graphs[:3]:
         assert parking.park(Proposal(study.ask(), params, TrialKind.MEASURED), "t", set())
-    fourth = Proposal(study.ask(), graphs[3], TrialKind.MEASURED)
+    fourth, key = Proposal(study.ask(), graphs[3], TrialKind.MEASURED), str(graph_key(graphs[3]))
     assert not parking.park(fourth, "t3", set())  # a graph too many
     assert not parking.compile_beside(fourth, set())  # nothing predicted: it compiles in its trial, as before
-    fresh.update(
-        {str(graph_key(params)): seconds for params, seconds in zip(graphs, (40.0, 36.0, 45.0, 25.0), strict=True)}
-    )
-    assert not parking.compile_beside(fourth, set())  # each parked compile outlasts its trial (35 s): nothing gained
-    fresh[str(graph_key(graphs[1]))] = 12.0
-    assert not parking.compile_beside(fourth, {str(graph_key(graphs[3]))})  # a trial compiled its graph already
+    assert key not in ahead.started  # the compile started to see it was stopped again
+    rests.update({str(graph_key(params)): rest for params, rest in zip(graphs, (40.0, 30.0, 45.0, 25.0), strict=True)})
+    assert not parking.compile_beside(fourth, set())  # each parked compile ends after its own: nothing gained
+    assert key not in ahead.started
+    rests[str(graph_key(graphs[1]))] = 12.0
+    assert not parking.compile_beside(fourth, {key})  # a trial compiled its graph already
     eager = Proposal(study.ask(), {**graphs[3], "compile_mode": "none"}, TrialKind.MEASURED)
     assert not parking.compile_beside(eager, set())
-    assert str(graph_key(graphs[3])) not in ahead.started
+    assert key not in ahead.started
 
     assert parking.compile_beside(fourth, set())
-    assert str(graph_key(graphs[3])) in ahead.started and "trial 3 compiles ahead beside" in said.getvalue()
+    assert key in ahead.started and "trial 3 compiles ahead beside" in said.getvalue()
     first = parking.sooner(fourth)  # 12 s left against its 25: the parked trial goes first
     assert first is not None and first.proposal.params == graphs[1]
     assert parking.sooner(fourth) is None  # the other two are predicted to end after it
