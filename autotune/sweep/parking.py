@@ -219,15 +219,20 @@ class Parking:
         its trial would compile that graph, a compile slot can take it, and a parked trial is predicted to be ready
         (its compile ahead ended) before that compile would end: the GPU then measures the parked trials while the
         graph compiles (:meth:`sooner`; see the module docstring). ``compiled_graphs``: the graph keys trials compiled.
-        True when started; where nothing is predicted or no parked trial would be ready first, the compile started to
-        see it is stopped again, and the proposal compiles in its trial."""
+        True when started. Nothing is started where nothing is predicted or no parked trial would be ready before the
+        proposal's whole trial would end; a compile started where none is ready before it would end is stopped again
+        (:meth:`~autotune.sweep.ahead.CompileAhead.drop`); the proposal then compiles in its trial, as before."""
         key = graph_key(proposal.params)
         if key is None or key in compiled_graphs or not self.parked or not self.ahead.ended(proposal.params):
             return False  # no compile, nothing to measure meanwhile, or one runs ahead already (sooner() takes it)
+        configurations = [proposal.params, *(parked.proposal.params for parked in self.parked)]
+        before = self.predict(configurations)  # no parked trial ready before its whole trial would end: no gain
+        if before is None or float(min(before.waiting[1:])) >= float(before.trial[0]):
+            return False
         if not self.ahead.claim(proposal.params, compiled_graphs):
             return False  # compiled ahead already, or no slot is free of a trial's compile
         # Started, its compile's rest is predicted as the wait its trial would have: the test sooner() applies.
-        waits = self._waits([proposal.params, *(parked.proposal.params for parked in self.parked)])
+        waits = self._waits(configurations)
         if waits is None or min(waits[1:]) >= waits[0]:
             self.ahead.drop(proposal.params)
             return False

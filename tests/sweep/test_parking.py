@@ -147,12 +147,14 @@ class CompilesAhead:
     def __init__(self, slots: int = 4, guesses: tuple[dict[str, object], ...] = ()) -> None:
         self.ended_graphs: set[str] = set()
         self.started = {str(graph_key(params)) for params in guesses}
+        self.claims: list[str] = []  # the graphs claimed, in order
         self.slots = slots
 
     def claim(self, params: dict[str, object], compiled_graphs: set[str]) -> bool:
         key = graph_key(params)
         if key is None or key in compiled_graphs:
             return False
+        self.claims.append(key)
         self.started.add(key)
         return True
 
@@ -345,15 +347,16 @@ def test_a_graph_too_many_compiles_ahead_while_the_parked_trials_are_measured(tm
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/beside.db")
     study = optuna.create_study(study_name="beside", storage=storage)
     said = io.StringIO()
-    rests: dict[str, float] = {}  # graph key -> the predicted rest of its compile, once started ahead
+    rests: dict[str, float] = {}  # graph key -> its compile: the rest of it once started ahead, all of it in a trial
     ahead = CompilesAhead()  # four slots: three graphs park
 
     def predict(configurations: list[dict[str, object]]) -> Seconds | None:
         if not rests:
             return None
         keys = [str(graph_key(c)) for c in configurations]
-        rest = np.array([rests[k] if k in ahead.started and k not in ahead.ended_graphs else 0.0 for k in keys])
-        return Seconds(rest + 10.0, rest)
+        compiles = np.array([0.0 if k in ahead.ended_graphs else rests[k] for k in keys])
+        waiting = np.array([c if k in ahead.started else 0.0 for k, c in zip(keys, compiles, strict=True)])
+        return Seconds(compiles + 10.0, waiting)  # a trial: its compile (or the rest it waits for), then 10 s
 
     parking = Parking(ahead, study, storage, Progress(None, None, said), predict)  # type: ignore[arg-type]
     graphs = [{"precision": "fp16", "compile_mode": "reduce-overhead", "batch_size": b} for b in (8, 16, 32, 64)]
@@ -362,10 +365,12 @@ def test_a_graph_too_many_compiles_ahead_while_the_parked_trials_are_measured(tm
     fourth, key = Proposal(study.ask(), graphs[3], TrialKind.MEASURED), str(graph_key(graphs[3]))
     assert not parking.park(fourth, "t3", set())  # a graph too many
     assert not parking.compile_beside(fourth, set())  # nothing predicted: it compiles in its trial, as before
-    assert key not in ahead.started  # the compile started to see it was stopped again
-    rests.update({str(graph_key(params)): rest for params, rest in zip(graphs, (40.0, 30.0, 45.0, 25.0), strict=True)})
-    assert not parking.compile_beside(fourth, set())  # each parked compile ends after its own: nothing gained
-    assert key not in ahead.started
+    rests.update({str(graph_key(params)): rest for params, rest in zip(graphs, (40.0, 36.0, 45.0, 25.0), strict=True)})
+    assert not parking.compile_beside(fourth, set())  # each parked compile outlasts its whole trial (35 s): none starts
+    assert ahead.claims[3:] == [] and key not in ahead.started
+    rests[str(graph_key(graphs[1]))] = 30.0  # ready before its trial would end (35 s), not before its compile (25 s)
+    assert not parking.compile_beside(fourth, set())
+    assert ahead.claims[3:] == [key] and key not in ahead.started  # started to see, then stopped again
     rests[str(graph_key(graphs[1]))] = 12.0
     assert not parking.compile_beside(fourth, {key})  # a trial compiled its graph already
     eager = Proposal(study.ask(), {**graphs[3], "compile_mode": "none"}, TrialKind.MEASURED)
