@@ -17,7 +17,8 @@ background (:mod:`autotune.trial.ahead`: the configuration's graphs compiled int
   search measures something else while a graph compiles unless it is worth the wait;
 - what a trial whose graph is still being compiled ahead does: it steps aside while other trials are measured
   (:mod:`autotune.sweep.parking`, which :meth:`CompileAhead.claim` serves: the trials of up to three graphs at a
-  time); where it cannot, it waits for that compile to end rather than start the same compile again, and the wait
+  time, and a graph too many while parked trials are measured); where it cannot, it waits for that compile to end
+  rather than start the same compile again, and the wait
   counts as its compile (``compile_ahead_wait_s``, part of its ``compile_s``: the GPU was idle), so the sweep's
   figures stay honest; a trial whose graph was compiled ahead records how long that took (``compiled_ahead_s``),
   which the cost model reads as the graph's fresh compile.
@@ -86,7 +87,7 @@ class _Compiling:
     params: dict[str, Any]
     running: Running
     started: float
-    claimed: bool = False  # a parked trial waits for it (autotune.sweep.parking): never stopped to make room
+    claimed: bool = False  # a trial waits for it, parked or not (autotune.sweep.parking): never stopped to make room
 
 
 class CompileAhead:
@@ -154,9 +155,9 @@ class CompileAhead:
         return True
 
     def drop(self, params: Mapping[str, Any]) -> None:
-        """Stop the compile ahead of the graph of ``params``, claimed for a trial that will not wait for it after all
-        (:meth:`autotune.sweep.parking.Parking.compile_beside`); the slot is filled again at the next trial's
-        :meth:`before`."""
+        """Stop the compile ahead of the graph of ``params``, one :meth:`claim` has just started for a trial that will
+        not wait for it after all (:meth:`autotune.sweep.parking.Parking.compile_beside`); the slot is filled again at
+        the next trial's :meth:`before`. Never for a parked trial's compile: that trial would read as ready."""
         key = graph_key(params)
         compiling = self._compiling.pop(key, None) if key is not None else None
         if compiling is not None:

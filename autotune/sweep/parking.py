@@ -108,7 +108,7 @@ Predict = Callable[[Sequence[Mapping[str, Any]]], Seconds | None]
 # H100's 16-core host) let TPE's proposals of one poor region pile up unmeasured (seventh session); one left the next
 # new graph compiling in its trial (twelfth session), and two a third (about 40 s each in two H200 searches,
 # twentieth and twenty-first sessions). At most the compile slots but one, so a slot stays for the search's next
-# graph (a host of 8 cores has two).
+# graph (a host of 8 cores has two): a guess's, or a graph too many's (Parking.compile_beside).
 SAMPLER_GRAPHS = 3
 # How much longer than the rest of the informed start's compile a proposal must be predicted to take before the
 # informed start is measured first: its wait idles the GPU for certain, and a prediction barely above it is within the
@@ -231,14 +231,17 @@ class Parking:
             return False
         if not self.ahead.claim(proposal.params, compiled_graphs):
             return False  # compiled ahead already, or no slot is free of a trial's compile
-        # Started, its compile's rest is predicted as the wait its trial would have: the test sooner() applies.
+        # Started, its compile's rest is predicted as the wait its trial would have: the test sooner() applies. Where
+        # it fails (the soonest parked trial is ready after this compile would end, before its run would: a band of
+        # one trial's run), the guess that claim() may have stopped to make room is lost with it, a guess the
+        # sampler's proposal had just passed over.
         waits = self._waits(configurations)
         if waits is None or min(waits[1:]) >= waits[0]:
             self.ahead.drop(proposal.params)
             return False
         self.progress.message(
-            f"trial {proposal.trial.number} compiles ahead beside the trials standing aside (a graph too many to stand "
-            "aside itself): they are measured while it compiles"
+            f"trial {proposal.trial.number} compiles ahead while the trials standing aside are measured (it cannot "
+            "stand aside beside them)"
         )
         return True
 

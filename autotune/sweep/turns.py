@@ -5,7 +5,8 @@ decides what happens to one trial. The proposer asks and decides how the proposa
 (:mod:`autotune.sweep.proposals`). A proposal that must run is measured by the executor, unless its graph would be
 compiled in its trial, or waited for, while a compile ahead can take it: then it is parked
 (:mod:`autotune.sweep.parking`) and measured in a later turn; one predicted to outlast the parked informed start's
-compile waits for it to be measured first. Before a measurement the compile ahead is kept going
+compile waits for it to be measured first; one that cannot park has its compile started ahead where the parked
+trials would be ready sooner, and they are measured first. Before a measurement the compile ahead is kept going
 (:mod:`autotune.sweep.ahead`); the recorder writes the outcome to the study and MLflow.
 
 A stop signal while the trial process runs kills it and records the trial as interrupted, its configuration queued

@@ -17,9 +17,11 @@ from study_records import measured_records
 from sweep_processes import start
 
 from autotune.records import TrialKind, schema
+from autotune.results import AHEAD_METRIC
 from autotune.search.costmodel import Seconds, graph_key
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, loop, run_sweep
+from autotune.sweep.ahead import CompileAhead
 from autotune.sweep.parking import Parking
 from autotune.sweep.proposals import Proposal
 from autotune.views.progress import Progress
@@ -108,6 +110,43 @@ def test_a_trial_predicted_to_outlast_the_parked_compile_is_measured_after_the_p
     assert informed.ended is not None and after.started is not None and after.started >= informed.ended
     assert study.trials[2].user_attrs[schema.ATTR_PARKED_S] >= informed.duration_s
     assert sum(r.duration_s for r in records.values()) < wall_s
+
+
+def test_a_graph_that_cannot_park_compiles_ahead_while_the_parked_trial_is_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host of two compile slots parks one graph; the next proposal of another graph, not compiling ahead, has its
+    compile started ahead (Parking.compile_beside) and the parked trial, predicted ready sooner, is measured first;
+    the proposal's trial then finds its graph compiled ahead. Six configurations, a budget of six: the last two are
+    the compiled ones of batch 64 and 32 (the informed start is batch 16's)."""
+    waits = {"64": 1.0, "32": 30.0}  # the predicted rest of a graph's compile ahead, by batch
+
+    def predict(configurations: list[dict[str, object]]) -> Seconds:
+        compiled = [graph_key(c) is not None for c in configurations]
+        waiting = np.array(
+            [waits.get(str(c["batch_size"]), 0.0) if k else 0.0 for c, k in zip(configurations, compiled, strict=True)]
+        )
+        return Seconds(waiting + 10.0, waiting)
+
+    monkeypatch.setattr(loop, "_predict", lambda ctx: predict)
+    monkeypatch.setattr(loop, "slots", lambda: 2)
+    monkeypatch.setattr(CompileAhead, "_start_next", lambda self, skip: None)  # no guesses: only what trials claim
+    (tmp_path / "park.yaml").write_text(SPACE.replace("trials: 4", "trials: 6"))
+    storage = f"sqlite:///{tmp_path}/park.db"
+    said = io.StringIO()
+    run_sweep(load_space(tmp_path / "park.yaml"), parking_options(storage), Progress(None, None, said))
+    study = optuna.load_study(study_name="park", storage=storage)
+    records = {record.number: record for record in measured_records(study)}
+    assert [records[n].params for n in (4, 5)] == [
+        {"batch_size": 64, "compile_mode": "default"},
+        {"batch_size": 32, "compile_mode": "default"},
+    ], said.getvalue()
+    assert "trial 4 steps aside until its graph is compiled ahead" in said.getvalue(), said.getvalue()
+    assert "trial 5 compiles ahead while the trials standing aside are measured" in said.getvalue(), said.getvalue()
+    assert "trial 5 waits for trial 4 first" in said.getvalue(), said.getvalue()
+    parked, beside = records[4], records[5]
+    assert parked.ended is not None and beside.started is not None and beside.started >= parked.ended
+    assert beside.result is not None and AHEAD_METRIC in beside.result.metrics  # its graph came from the compile ahead
 
 
 def test_a_stop_signal_queues_a_parked_trial_again(tmp_path: Path) -> None:
@@ -378,7 +417,7 @@ def test_a_graph_too_many_compiles_ahead_while_the_parked_trials_are_measured(tm
     assert key not in ahead.started
 
     assert parking.compile_beside(fourth, set())
-    assert key in ahead.started and "trial 3 compiles ahead beside" in said.getvalue()
+    assert key in ahead.started and "trial 3 compiles ahead while the trials standing aside" in said.getvalue()
     first = parking.sooner(fourth)  # 12 s left against its 25: the parked trial goes first
     assert first is not None and first.proposal.params == graphs[1]
     assert parking.sooner(fourth) is None  # the other two are predicted to end after it
