@@ -18,10 +18,9 @@ background (:mod:`autotune.trial.ahead`: the configuration's graphs compiled int
 - what a trial whose graph is still being compiled ahead does: it steps aside while other trials are measured
   (:mod:`autotune.sweep.parking`, which :meth:`CompileAhead.claim` serves: the trials of up to three graphs at a
   time, and a graph too many while parked trials are measured); where it cannot, it waits for that compile to end
-  rather than start the same compile again, and the wait
-  counts as its compile (``compile_ahead_wait_s``, part of its ``compile_s``: the GPU was idle), so the sweep's
-  figures stay honest; a trial whose graph was compiled ahead records how long that took (``compiled_ahead_s``),
-  which the cost model reads as the graph's fresh compile.
+  rather than start the same compile again, and the wait counts as its compile (``compile_ahead_wait_s``, part of its
+  ``compile_s``: the GPU was idle), so the sweep's figures stay honest; a trial whose graph was compiled ahead records
+  how long that took (``compiled_ahead_s``), which the cost model reads as the graph's fresh compile.
 
 One compile per 4 cores at a time (:func:`slots`: four on a 16-core host, each for the next best graph), at low CPU
 priority and with half the cores for kernel builds, so the trial being measured keeps what it needs; they are

@@ -231,12 +231,11 @@ class Parking:
             return False
         if not self.ahead.claim(proposal.params, compiled_graphs):
             return False  # compiled ahead already, or no slot is free of a trial's compile
-        # Started, its compile's rest is predicted as the wait its trial would have: the test sooner() applies. Where
-        # it fails (the soonest parked trial is ready after this compile would end, before its run would: a band of
-        # one trial's run), the guess that claim() may have stopped to make room is lost with it, a guess the
-        # sampler's proposal had just passed over.
-        waits = self._waits(configurations)
-        if waits is None or min(waits[1:]) >= waits[0]:
+        # Started, its compile's rest is predicted as the wait its trial would have: sooner()'s test. Where it fails
+        # (the soonest parked trial is ready after this compile would end, before its run would: a band of one
+        # trial's run), the guess that claim() may have stopped to make room is lost with it, a guess the sampler's
+        # proposal had just passed over.
+        if self._soonest_before(proposal) is None:
             self.ahead.drop(proposal.params)
             return False
         self.progress.message(
@@ -252,19 +251,27 @@ class Parking:
         wait (its graph is not compiling ahead), nothing is parked, or nothing is predicted."""
         if not self.parked or self.ahead.ended(proposal.params):
             return None
+        found = self._soonest_before(proposal)
+        if found is None:
+            return None
+        index, theirs, own = found
+        parked = self.parked.pop(index)
+        self.progress.message(
+            f"trial {proposal.trial.number} waits for trial {parked.proposal.trial.number} first: its graph's compile "
+            f"ahead is predicted to end in {theirs:.0f} s, this one's in {own:.0f} s"
+        )
+        return self._taken(parked)
+
+    def _soonest_before(self, proposal: Proposal) -> tuple[int, float, float] | None:
+        """The parked trial whose compile ahead is predicted to end first, where that is before the end of the one
+        ``proposal``'s trial would wait for: its index, its predicted wait and ``proposal``'s; None where none is,
+        or nothing is predicted."""
         waits = self._waits([proposal.params, *(parked.proposal.params for parked in self.parked)])
         if waits is None:
             return None
         own, theirs = waits[0], waits[1:]
         soonest = _soonest(theirs)
-        if theirs[soonest] >= own:
-            return None
-        parked = self.parked.pop(soonest)
-        self.progress.message(
-            f"trial {proposal.trial.number} waits for trial {parked.proposal.trial.number} first: its graph's compile "
-            f"ahead is predicted to end in {theirs[soonest]:.0f} s, this one's in {own:.0f} s"
-        )
-        return self._taken(parked)
+        return (soonest, theirs[soonest], own) if theirs[soonest] < own else None
 
     def take(self, waiting: bool = False) -> Parked | None:
         """The first parked trial whose graph's compile ahead has ended, taken up; with ``waiting`` the one whose

@@ -78,13 +78,14 @@ class TrialTurns:
                 record = self.ctx.records.trial(trial.number)
                 label = _label(trial.number, proposal.params, record)
                 if chosen and self.parking is not None:
-                    if self.parking.park(proposal, label, self._compiled(), record.informed, record.twin):
+                    compiled = self._compiled()
+                    if self.parking.park(proposal, label, compiled, record.informed, record.twin):
                         return True  # measured in a later turn (take_parked)
                     if self.parking.outlasts(proposal):
                         self._parked_first(proposal.trial)
                         started = time.monotonic()  # its turn begins after theirs
                     else:
-                        self.parking.compile_beside(proposal, self._compiled())
+                        self.parking.compile_beside(proposal, compiled)
                         if self._sooner_first(proposal):
                             started = time.monotonic()
                 result = self._answer(proposal, label)
