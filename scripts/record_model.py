@@ -125,6 +125,8 @@ KEPT_METRICS = (
     "compile_kernel_wait_s",
     "compiled_ahead_s",
     "compile_ahead_wait_s",
+    "kernel_autotune_s",
+    "kernel_autotune_compile_s",
 )
 
 

@@ -7,8 +7,10 @@
 - ``pinning``: a kernel pinned to one config (no benchmarking at launch), recording its shape keys;
   production pinning that falls back, with a warning, on shapes never measured.
 - ``choices``: what the autotuned kernels a trial did not pin chose for themselves (production pins the same).
+- ``autotuning``: in a trial process, an autotuner's round of configs compiled in parallel before it benchmarks
+  them, and the rounds' time, which the trial records.
 """
 
 from __future__ import annotations
 
-__all__ = ["choices", "declare", "listing", "matmul", "pinning"]
+__all__ = ["autotuning", "choices", "declare", "listing", "matmul", "pinning"]

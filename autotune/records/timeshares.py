@@ -7,8 +7,9 @@ compile). Re-measurement runs come after the search and are counted apart. The p
 sweep paid for trials that only showed they were slow, compile included (the aim: a tenth or less).
 
 Where the compiling went, by the compiler's own clocks (:data:`autotune.results.COMPILE_PHASE_METRICS`), is
-summed over the compiled trials that recorded it (trials of older autotune versions did not); so are the graphs
-compiled ahead of their trials (:mod:`autotune.sweep.ahead`).
+summed over the compiled trials that recorded it (trials of older autotune versions did not), with the part of
+their first steps' other one-off work that their unpinned Triton kernels spent autotuning
+(:mod:`autotune.kernels.autotuning`); so are the graphs compiled ahead of their trials (:mod:`autotune.sweep.ahead`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from autotune.records.trial import TrialRecord
-from autotune.results import AHEAD_METRIC, AHEAD_WAIT_METRIC, COMPILE_PHASE_METRICS
+from autotune.results import (
+    AHEAD_METRIC,
+    AHEAD_WAIT_METRIC,
+    AUTOTUNE_COMPILE_METRIC,
+    AUTOTUNE_METRIC,
+    COMPILE_PHASE_METRICS,
+)
 
 __all__ = ["AheadTime", "CompilePhases", "OutcomeTime", "TimeShares", "time_shares"]
 
@@ -36,22 +43,33 @@ class OutcomeTime:
 @dataclass(frozen=True)
 class CompilePhases:
     """The compiled trials' compile by the compiler's clocks, summed over the ``trials`` that recorded it, beside
-    their ``compile_s`` (their first steps above the steady step): seconds by metric of COMPILE_PHASE_METRICS."""
+    their ``compile_s`` (their first steps above the steady step): seconds by metric of COMPILE_PHASE_METRICS, and
+    of those trials' kernels' autotuning (``autotune_s``; ``autotune_compile_s`` compiling their configs)."""
 
     trials: int = 0
     compile_s: float = 0.0
     seconds: dict[str, float] = field(default_factory=dict)
+    autotune_s: float = 0.0
+    autotune_compile_s: float = 0.0
 
     def plus(self, record: TrialRecord) -> CompilePhases:
         metrics = record.first_metrics
         if not record.compiled or not all(isinstance(metrics.get(m), int | float) for m in COMPILE_PHASE_METRICS):
             return self
         summed = {m: self.seconds.get(m, 0.0) + float(metrics[m]) for m in COMPILE_PHASE_METRICS}
-        return CompilePhases(self.trials + 1, self.compile_s + record.compile_s, summed)
+        autotune, autotune_compile = (metrics.get(m) for m in (AUTOTUNE_METRIC, AUTOTUNE_COMPILE_METRIC))
+        return CompilePhases(
+            self.trials + 1,
+            self.compile_s + record.compile_s,
+            summed,
+            self.autotune_s + (float(autotune) if isinstance(autotune, int | float) else 0.0),
+            self.autotune_compile_s + (float(autotune_compile) if isinstance(autotune_compile, int | float) else 0.0),
+        )
 
     def line(self) -> str | None:
         """``compiling by the compiler's clocks (9 trials, 2.1 min): tracing 0.5 min, Inductor 1.3 min (waiting
-        for kernel builds 0.6 min), the first steps' other one-off work 0.3 min``, or None without a record."""
+        for kernel builds 0.6 min), the first steps' other one-off work 0.3 min (the kernels' autotuning 0.2 min,
+        0.1 min of it compiling their configs)``, or None without a record; the parenthesis where kernels autotuned."""
         if not self.trials:
             return None
         wall, inductor, wait = (self.seconds[m] for m in COMPILE_PHASE_METRICS)
@@ -60,10 +78,16 @@ class CompilePhases:
         def minutes(seconds: float) -> str:
             return f"{seconds / 60:.1f} min"
 
+        autotuning = (
+            f" (the kernels' autotuning {minutes(self.autotune_s)}, {minutes(self.autotune_compile_s)} of it "
+            "compiling their configs)"
+            if self.autotune_s > 0
+            else ""
+        )
         return (
             f"compiling by the compiler's clocks ({self.trials} trials, {minutes(self.compile_s)}): "
             f"tracing {minutes(max(0.0, wall - inductor))}, Inductor {minutes(inductor)} (waiting for kernel "
-            f"builds {minutes(wait)}), the first steps' other one-off work {minutes(other)}"
+            f"builds {minutes(wait)}), the first steps' other one-off work {minutes(other)}{autotuning}"
         )
 
 

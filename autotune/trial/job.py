@@ -23,6 +23,7 @@ from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
 from autotune.jobspec import TrialSpec
+from autotune.kernels import autotuning
 from autotune.kernels.choices import autotuned_choices
 from autotune.kernels.pinning import TrialPins
 from autotune.results import Status, TrialResult
@@ -136,6 +137,7 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     """Pin the listed kernels (before the workload is built: they may launch while it is), then measure."""
     started = time.time()
     use_study_cache(spec)  # before anything compiles: a model, or a kernel workload's Triton
+    autotuning.install()  # an unpinned kernel's configs compile in parallel before it benchmarks them
     loaded = trialartifacts.load_before_compile(spec, device)  # a tuned config's, as production loads them
     pins = TrialPins.pin_all(spec.kernels, spec.params)
     result = _measure_pinned(spec, device, started, requested_at, pins.params)

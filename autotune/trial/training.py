@@ -27,6 +27,7 @@ from autotune import workloads
 from autotune.data import LoaderBatches, SyntheticBatches, build_loader, data_noops, wait_metrics
 from autotune.errors import AutotuneError, first_line
 from autotune.jobspec import KERNELS_AUTOTUNING, MeasureSettings, TrialSpec, Unreachable
+from autotune.kernels.autotuning import autotuning_metrics
 from autotune.results import Status, TrialResult
 from autotune.trial.compilephases import compile_phases
 from autotune.trial.eagerprobe import EagerProbe, eager_twin
@@ -129,6 +130,7 @@ def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
         "throughput_unit": unit,
         "compile_s": compile_seconds(warm_ms, settled_ms(warm_ms, trial.settings)),  # what pruning came too late for
         **compile_phases(),
+        **autotuning_metrics(),
         "warmup_steps": len(warm_ms),
         "items_per_step": trial.items,
         "peak_mem_gib": peak_memory_gib(trial.device),
@@ -341,6 +343,7 @@ def _metrics(
         "peak_mem_gib": peak_memory_gib(trial.device),
         "compile_s": compile_seconds(warm_ms, stats["step_ms_p50"]),
         **compile_phases(),  # where the compile went, by the compiler's clocks (compiled trials only)
+        **autotuning_metrics(),  # the unpinned Triton kernels' autotuning, where they benchmarked configs
         "first_step_s": warm_ms[0] / 1e3,
         "warmup_steps": len(warm_ms),
         "warmup_settled": float(settled(warm_ms, settings.settle_window, settings.settle_tolerance or 0.0)),

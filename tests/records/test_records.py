@@ -206,6 +206,22 @@ def test_compile_phases_sum_the_compiled_trials_that_recorded_them() -> None:
         "compiling by the compiler's clocks (2 trials, 1.6 min): tracing 0.5 min, Inductor 0.8 min "
         "(waiting for kernel builds 0.3 min), the first steps' other one-off work 0.3 min"
     )
+    # Trials whose unpinned kernels autotuned say how much of the other one-off work that was; an eager one adds
+    # nothing (its warm-up is not compiling).
+    autotuned = {"kernel_autotune_s": 12.0, "kernel_autotune_compile_s": 3.0}
+    time = time_shares(
+        [
+            record(0, "none", {"compile_s": 14.0, **autotuned}),
+            record(1, "default", {"compile_s": 58.0, **phases, **autotuned}),
+            record(2, "default", {"compile_s": 46.0, **phases}),
+        ]
+    )
+    assert (time.phases.autotune_s, time.phases.autotune_compile_s) == (12.0, 3.0)
+    assert time.phases.line() == (
+        "compiling by the compiler's clocks (2 trials, 1.7 min): tracing 0.5 min, Inductor 0.8 min "
+        "(waiting for kernel builds 0.3 min), the first steps' other one-off work 0.4 min (the kernels' "
+        "autotuning 0.2 min, 0.1 min of it compiling their configs)"
+    )
     assert time_shares([record(0, "default", {"compile_s": 30.0})]).phases.line() is None
 
 
