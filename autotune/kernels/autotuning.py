@@ -179,5 +179,5 @@ def _compile_all(
             if compile_only.keys() & config.kwargs.keys():
                 continue  # a conflict of meta-parameters: its benchmark raises Triton's own error
             with contextlib.suppress(Exception):  # the config meets its failure when it is benchmarked
-                autotuner.fn.run(*args, **compile_only, **config.all_kwargs())
+                autotuner.fn.run(*args, **dict(compile_only, **config.all_kwargs()))  # merged as _bench merges them
     return True
