@@ -7,7 +7,7 @@ The round is Triton's own autotuner over the kernel's configs, with an injected 
 do): it launches its config, so a config not compiled yet compiles there, as in a trial, and ranks the configs by
 a fixed order, so both modes choose the same. Each mode runs in a fresh process with an empty Triton cache.
 
-    python scripts/autotune_compile_round.py [--configs N] [--dtype bfloat16] [--arch 90]
+    python scripts/autotune_compile_round.py [--configs N] [--dtype bfloat16] [--arch 90] [--config-hooks]
 
 prints one JSON line per mode (``serial``, then ``parallel``): the round's seconds, the configs compiled before the
 first benchmark, the compiles and the threads that ran them, the config chosen, and what a trial would record.
@@ -72,8 +72,9 @@ def _compile_only_driver(arch: int) -> Any:
     return CompileOnlyDriver()
 
 
-def one_round(mode: str, configs: int, dtype: str, arch: int) -> dict[str, Any]:
-    """The round in this process (``mode``: ``serial``, Triton as it is; ``parallel``, autotune's hooks installed)."""
+def one_round(mode: str, configs: int, dtype: str, arch: int, config_hooks: bool = False) -> dict[str, Any]:
+    """The round in this process (``mode``: ``serial``, Triton as it is; ``parallel``, autotune's hooks installed;
+    ``config_hooks``: each config given a ``pre_hook``)."""
     import torch
     import triton
     import triton.compiler
@@ -85,6 +86,11 @@ def one_round(mode: str, configs: int, dtype: str, arch: int) -> dict[str, Any]:
     installed = autotuning.install() if mode == "parallel" else False
     head = cross_entropy.cross_entropy_fwd_bwd
     head.configs = head.configs[:configs]
+    if config_hooks:  # each config with a pre_hook (one that does nothing): left to compile in its benchmark
+        head.configs = [
+            triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages, pre_hook=lambda _args: None)
+            for c in head.configs
+        ]
     fastest = len(head.configs) // 2
     compiles: list[str] = []  # the thread that ran each compile
     compiled_at_benchmarks: list[int] = []
@@ -141,16 +147,18 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=10**6, help="the kernel's first N configs (all by default)")
     parser.add_argument("--dtype", default="bfloat16", help="the logits' dtype, a torch name")
     parser.add_argument("--arch", type=int, default=90, help="the compute capability compiled for (90: sm_90)")
+    parser.add_argument("--config-hooks", action="store_true", help="give each config a pre_hook that does nothing")
     parser.add_argument("--mode", choices=["serial", "parallel"], help="one round in this process (internal)")
     options = parser.parse_args()
     if options.mode:
-        print(json.dumps(one_round(options.mode, options.configs, options.dtype, options.arch)))
+        found = one_round(options.mode, options.configs, options.dtype, options.arch, options.config_hooks)
+        print(json.dumps(found))
         return
     for mode in ("serial", "parallel"):
         with tempfile.TemporaryDirectory(prefix="triton-cache-") as cache:
             env = _child_env(cache)
             args = ["--mode", mode, "--configs", str(options.configs), "--dtype", options.dtype]
-            args += ["--arch", str(options.arch)]
+            args += ["--arch", str(options.arch), *(["--config-hooks"] if options.config_hooks else [])]
             done = subprocess.run(
                 [sys.executable, __file__, *args], env=env, capture_output=True, text=True, check=False
             )

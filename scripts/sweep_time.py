@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 import optuna
 
@@ -21,7 +22,7 @@ from autotune.records.timeshares import time_shares
 from autotune.storage import studies as studyio
 
 
-def figures(study: optuna.Study, search_only: bool = False) -> dict[str, float | str]:
+def figures(study: optuna.Study, search_only: bool = False) -> dict[str, Any]:
     """Trial counts, seconds and trials per hour of the study's measured trials (the record model's time shares);
     with ``search_only``, of its search trials, the finalists left out."""
     info = schema.load_study_info(study)
@@ -53,12 +54,14 @@ def figures(study: optuna.Study, search_only: bool = False) -> dict[str, float |
         "winner": winner.number if winner else -1,
         "winner_value": winner.value if winner and winner.value else float("nan"),
         "line": time.line() or "",
-        "phases_line": time.phases.line() or "",
-        "ahead_line": time.ahead.line() or "",
+        "detail_lines": time.detail_lines(),
         "ahead_trials": time.ahead.trials,
         "ahead_compile_s": time.ahead.compile_s,
         "ahead_wait_s": time.ahead.wait_s,
         **{f"phases_{metric}": seconds for metric, seconds in time.phases.seconds.items()},
+        "autotune_trials": time.autotuning.trials,
+        "autotune_s": time.autotuning.seconds,
+        "autotune_compile_s": time.autotuning.compile_s,
     }
 
 
@@ -80,9 +83,8 @@ def main() -> None:
         print(json.dumps(result))
         return
     print(result.pop("line"))
-    for line in (result.pop("phases_line"), result.pop("ahead_line")):
-        if line:
-            print(line)
+    for line in result.pop("detail_lines"):
+        print(line)
     for key, value in result.items():
         print(f"  {key}: {value:,.1f}" if isinstance(value, float) else f"  {key}: {value}")
 

@@ -20,7 +20,7 @@ from typing import Any
 from autotune.errors import AutotuneError
 from autotune.usermodules import import_user_module
 
-__all__ = ["KernelParam", "ListedKernel", "config_label", "load_kernel"]
+__all__ = ["KernelParam", "ListedKernel", "config_label", "load_kernel", "wrapped"]
 
 _LAUNCH_SETTINGS = ("num_warps", "num_stages")
 
@@ -107,16 +107,22 @@ def declared_grid(values: Mapping[str, tuple[Any, ...]]) -> list[dict[str, Any]]
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values.values())]
 
 
+def wrapped(obj: Any, kind: type) -> Any | None:
+    """The first ``kind`` among ``obj`` and what it wraps (Triton's wrappers keep the next one in ``fn``:
+    ``triton.heuristics`` around ``triton.autotune`` around the JIT function), or None."""
+    seen = 0
+    while obj is not None and seen < 5:
+        if isinstance(obj, kind):
+            return obj
+        obj, seen = getattr(obj, "fn", None), seen + 1
+    return None
+
+
 def _autotuner_of(obj: Any) -> Any | None:
     """The ``triton.autotune`` object inside ``obj`` (under ``@triton.heuristics`` too), or None."""
     from triton.runtime.autotuner import Autotuner  # here: Triton only once a kernel is looked at
 
-    seen = 0
-    while obj is not None and seen < 5:
-        if isinstance(obj, Autotuner):
-            return obj
-        obj, seen = getattr(obj, "fn", None), seen + 1
-    return None
+    return wrapped(obj, Autotuner)
 
 
 def load_kernel(path: str) -> ListedKernel:

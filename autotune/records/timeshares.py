@@ -7,9 +7,9 @@ compile). Re-measurement runs come after the search and are counted apart. The p
 sweep paid for trials that only showed they were slow, compile included (the aim: a tenth or less).
 
 Where the compiling went, by the compiler's own clocks (:data:`autotune.results.COMPILE_PHASE_METRICS`), is
-summed over the compiled trials that recorded it (trials of older autotune versions did not), with the part of
-their first steps' other one-off work that their unpinned Triton kernels spent autotuning
-(:mod:`autotune.kernels.autotuning`); so are the graphs compiled ahead of their trials (:mod:`autotune.sweep.ahead`).
+summed over the compiled trials that recorded it (trials of older autotune versions did not); so are the graphs
+compiled ahead of their trials (:mod:`autotune.sweep.ahead`), and, over every trial, eager or compiled, the time its
+unpinned Triton kernels spent autotuning (:mod:`autotune.kernels.autotuning`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from autotune.results import (
     COMPILE_PHASE_METRICS,
 )
 
-__all__ = ["AheadTime", "CompilePhases", "OutcomeTime", "TimeShares", "time_shares"]
+__all__ = ["AheadTime", "AutotuneTime", "CompilePhases", "OutcomeTime", "TimeShares", "time_shares"]
 
 
 @dataclass(frozen=True)
@@ -43,33 +43,22 @@ class OutcomeTime:
 @dataclass(frozen=True)
 class CompilePhases:
     """The compiled trials' compile by the compiler's clocks, summed over the ``trials`` that recorded it, beside
-    their ``compile_s`` (their first steps above the steady step): seconds by metric of COMPILE_PHASE_METRICS, and
-    of those trials' kernels' autotuning (``autotune_s``; ``autotune_compile_s`` compiling their configs)."""
+    their ``compile_s`` (their first steps above the steady step): seconds by metric of COMPILE_PHASE_METRICS."""
 
     trials: int = 0
     compile_s: float = 0.0
     seconds: dict[str, float] = field(default_factory=dict)
-    autotune_s: float = 0.0
-    autotune_compile_s: float = 0.0
 
     def plus(self, record: TrialRecord) -> CompilePhases:
         metrics = record.first_metrics
         if not record.compiled or not all(isinstance(metrics.get(m), int | float) for m in COMPILE_PHASE_METRICS):
             return self
         summed = {m: self.seconds.get(m, 0.0) + float(metrics[m]) for m in COMPILE_PHASE_METRICS}
-        autotune, autotune_compile = (metrics.get(m) for m in (AUTOTUNE_METRIC, AUTOTUNE_COMPILE_METRIC))
-        return CompilePhases(
-            self.trials + 1,
-            self.compile_s + record.compile_s,
-            summed,
-            self.autotune_s + (float(autotune) if isinstance(autotune, int | float) else 0.0),
-            self.autotune_compile_s + (float(autotune_compile) if isinstance(autotune_compile, int | float) else 0.0),
-        )
+        return CompilePhases(self.trials + 1, self.compile_s + record.compile_s, summed)
 
     def line(self) -> str | None:
         """``compiling by the compiler's clocks (9 trials, 2.1 min): tracing 0.5 min, Inductor 1.3 min (waiting
-        for kernel builds 0.6 min), the first steps' other one-off work 0.3 min (the kernels' autotuning 0.2 min,
-        0.1 min of it compiling their configs)``, or None without a record; the parenthesis where kernels autotuned."""
+        for kernel builds 0.6 min), the first steps' other one-off work 0.3 min``, or None without a record."""
         if not self.trials:
             return None
         wall, inductor, wait = (self.seconds[m] for m in COMPILE_PHASE_METRICS)
@@ -78,16 +67,10 @@ class CompilePhases:
         def minutes(seconds: float) -> str:
             return f"{seconds / 60:.1f} min"
 
-        autotuning = (
-            f" (the kernels' autotuning {minutes(self.autotune_s)}, {minutes(self.autotune_compile_s)} of it "
-            "compiling their configs)"
-            if self.autotune_s > 0
-            else ""
-        )
         return (
             f"compiling by the compiler's clocks ({self.trials} trials, {minutes(self.compile_s)}): "
             f"tracing {minutes(max(0.0, wall - inductor))}, Inductor {minutes(inductor)} (waiting for kernel "
-            f"builds {minutes(wait)}), the first steps' other one-off work {minutes(other)}{autotuning}"
+            f"builds {minutes(wait)}), the first steps' other one-off work {minutes(other)}"
         )
 
 
@@ -123,6 +106,35 @@ class AheadTime:
 
 
 @dataclass(frozen=True)
+class AutotuneTime:
+    """The trials whose unpinned ``triton.autotune`` kernels benchmarked their configs (:mod:`autotune.kernels.
+    autotuning`): how many, those rounds' seconds (in their first steps, nearly always: one-off work, in a compiled
+    trial's ``compile_s``), and the part compiling the configs, in parallel before the benchmarks."""
+
+    trials: int = 0
+    seconds: float = 0.0
+    compile_s: float = 0.0
+
+    def plus(self, record: TrialRecord) -> AutotuneTime:
+        metrics = record.first_metrics
+        seconds, compile_s = metrics.get(AUTOTUNE_METRIC), metrics.get(AUTOTUNE_COMPILE_METRIC)
+        if not isinstance(seconds, int | float):
+            return self
+        compiled = float(compile_s) if isinstance(compile_s, int | float) else 0.0
+        return AutotuneTime(self.trials + 1, self.seconds + seconds, self.compile_s + compiled)
+
+    def line(self) -> str | None:
+        """``Triton kernels autotuning in their trials: 3 trials, 0.8 min, 0.2 min of it compiling their configs``,
+        or None where no kernel autotuned."""
+        if not self.trials:
+            return None
+        return (
+            f"Triton kernels autotuning in their trials: {self.trials} trials, {self.seconds / 60:.1f} min, "
+            f"{self.compile_s / 60:.1f} min of it compiling their configs"
+        )
+
+
+@dataclass(frozen=True)
 class TimeShares:
     """Trial time by outcome (ok, feasible or not; pruned; failed), and the re-measurement runs after the
     search (``remeasure_estimated``: some runs were not timed and count at their trial's own duration)."""
@@ -135,6 +147,7 @@ class TimeShares:
     remeasure_estimated: bool = False
     phases: CompilePhases = CompilePhases()
     ahead: AheadTime = AheadTime()
+    autotuning: AutotuneTime = AutotuneTime()
 
     @property
     def trial_s(self) -> float:
@@ -174,6 +187,12 @@ class TimeShares:
             f"in trials that ended pruned {part(self.pruned.seconds)}"
         )
 
+    def detail_lines(self) -> list[str]:
+        """What the views print under :meth:`line`, where there is something to say: the compile by the
+        compiler's clocks, the graphs compiled ahead, the kernels' autotuning."""
+        said = (self.phases.line(), self.ahead.line(), self.autotuning.line())
+        return [text for text in said if text]
+
     def parts(self) -> dict[str, float]:
         """Label -> seconds, disjoint, as the report stacks them: compiling (in every trial), the rest of each
         outcome's trial time, then the re-measurements. All but the last add up to trial time."""
@@ -195,9 +214,10 @@ class TimeShares:
 def time_shares(measured: Iterable[TrialRecord]) -> TimeShares:
     """The time shares of these measured records (re-measurements included)."""
     ok, pruned, failed = OutcomeTime(), OutcomeTime(), OutcomeTime()
-    remeasure_s, runs, estimated, phases, ahead = 0.0, 0, False, CompilePhases(), AheadTime()
+    remeasure_s, runs, estimated = 0.0, 0, False
+    phases, ahead, autotuning = CompilePhases(), AheadTime(), AutotuneTime()
     for record in measured:
-        phases, ahead = phases.plus(record), ahead.plus(record)
+        phases, ahead, autotuning = phases.plus(record), ahead.plus(record), autotuning.plus(record)
         if record.ok:
             ok = ok.plus(record)
         elif record.pruned:
@@ -212,4 +232,4 @@ def time_shares(measured: Iterable[TrialRecord]) -> TimeShares:
             else:
                 remeasure_s += len(again.values) * record.duration_s
                 estimated = True
-    return TimeShares(ok, pruned, failed, remeasure_s, runs, estimated, phases, ahead)
+    return TimeShares(ok, pruned, failed, remeasure_s, runs, estimated, phases, ahead, autotuning)

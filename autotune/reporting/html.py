@@ -91,7 +91,7 @@ def _time_table(data: ReportData) -> str:
         "worker's (with one GPU per worker, GPU time). Compiling is a compiled trial's <code>compile_s</code>; "
         "re-measurements come after the search, timed where recorded.</p>"
     )
-    said = "".join(f"<p>{_esc(text)}</p>" for text in (line, time.phases.line(), time.ahead.line()) if text)
+    said = "".join(f"<p>{_esc(text)}</p>" for text in ([line] if line else []) + time.detail_lines())
     return said + _table(["part", "time", "share"], rows) + note
 
 

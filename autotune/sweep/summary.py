@@ -147,10 +147,7 @@ def summary_text(summary: SweepSummary, storage: str) -> str:
         lines.append(f"{summary.faster_infeasible} trial(s) measured faster but broke a constraint: they do not rank")
     if economy := summary.time.line():
         lines.append(economy)
-    if phases := summary.time.phases.line():
-        lines.append(phases)
-    if ahead := summary.time.ahead.line():
-        lines.append(ahead)
+    lines += summary.time.detail_lines()
     if summary.to_within_2pct is not None:
         seconds, trials = summary.to_within_2pct
         lines.append(f"within 2% of the winner after {seconds / 60:.1f} min of trial time ({trials} measured trials)")

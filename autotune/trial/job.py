@@ -137,7 +137,7 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     """Pin the listed kernels (before the workload is built: they may launch while it is), then measure."""
     started = time.time()
     use_study_cache(spec)  # before anything compiles: a model, or a kernel workload's Triton
-    autotuning.install()  # an unpinned kernel's configs compile in parallel before it benchmarks them
+    autotuning.begin_trial()  # an unpinned kernel's configs compile in parallel before it benchmarks them
     loaded = trialartifacts.load_before_compile(spec, device)  # a tuned config's, as production loads them
     pins = TrialPins.pin_all(spec.kernels, spec.params)
     result = _measure_pinned(spec, device, started, requested_at, pins.params)

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,9 @@ from autotune.results import AUTOTUNE_COMPILE_METRIC, AUTOTUNE_METRIC
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _rounds(configs: int) -> dict[str, dict[str, Any]]:
+def _rounds(configs: int, *flags: str) -> dict[str, dict[str, Any]]:
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "autotune_compile_round.py"), "--configs", str(configs)],
+        [sys.executable, str(REPO / "scripts" / "autotune_compile_round.py"), "--configs", str(configs), *flags],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -50,23 +51,44 @@ def test_a_round_compiles_its_configs_in_parallel_before_the_first_benchmark_and
     assert 0 < parallel[AUTOTUNE_COMPILE_METRIC] <= parallel[AUTOTUNE_METRIC] <= parallel["round_s"], parallel
 
 
-def test_install_is_idempotent_and_uninstall_gives_triton_its_methods_back() -> None:
+def test_a_config_with_a_pre_hook_compiles_in_its_benchmark_as_in_triton() -> None:
+    """A hook may set what the kernel is specialized on (a tensor descriptor's block shape): compiled before it
+    runs, the kernel would be compiled for the wrong one, then again."""
+    parallel = _rounds(2, "--config-hooks")["parallel"]
+    assert parallel["installed"] and parallel["compiled_before_first_benchmark"] == 0, parallel
+    assert parallel["compiles"] == 2 and parallel["threads"] == ["MainThread"], parallel
+    assert parallel["chosen"] == parallel["expected"] and parallel[AUTOTUNE_COMPILE_METRIC] == 0, parallel
+
+
+@pytest.fixture
+def triton_as_it_is() -> Iterator[None]:
+    """Triton's autotuner with its own methods for the test (an in-process trial of another test on this worker
+    installed the hooks), and as it was after."""
     pytest.importorskip("triton")
+    was_installed = autotuning.installed()
+    autotuning.uninstall()
+    yield
+    autotuning.uninstall()
+    if was_installed:
+        autotuning.install()
+
+
+@pytest.mark.usefixtures("triton_as_it_is")
+def test_install_is_idempotent_and_uninstall_gives_triton_its_methods_back() -> None:
     from triton.runtime.autotuner import Autotuner
 
     own = (Autotuner.prune_configs, Autotuner._bench)
-    try:
-        assert autotuning.install() and autotuning.install()
-        wrapped = (Autotuner.prune_configs, Autotuner._bench)
-        assert wrapped[0] is not own[0] and wrapped[1] is not own[1]
-        assert autotuning.install() and (Autotuner.prune_configs, Autotuner._bench) == wrapped  # not wrapped twice
-    finally:
-        autotuning.uninstall()
+    assert autotuning.install() and autotuning.install()
+    wrapped = (Autotuner.prune_configs, Autotuner._bench)
+    assert wrapped[0] is not own[0] and wrapped[1] is not own[1]
+    assert autotuning.begin_trial() and (Autotuner.prune_configs, Autotuner._bench) == wrapped  # not wrapped twice
+    autotuning.uninstall()
     assert (Autotuner.prune_configs, Autotuner._bench) == own
 
 
-def test_no_round_no_metrics_and_threads_by_the_cores() -> None:
-    assert autotuning.autotuning_metrics() == {}  # this process never autotuned
+@pytest.mark.usefixtures("triton_as_it_is")
+def test_a_trial_that_autotuned_nothing_records_nothing_and_threads_follow_the_cores() -> None:
+    assert autotuning.begin_trial() and autotuning.autotuning_metrics() == {}
     cores = len(os.sched_getaffinity(0))
     assert autotuning.compile_threads(1) == 1
     assert autotuning.compile_threads(10_000) == cores

@@ -206,23 +206,35 @@ def test_compile_phases_sum_the_compiled_trials_that_recorded_them() -> None:
         "compiling by the compiler's clocks (2 trials, 1.6 min): tracing 0.5 min, Inductor 0.8 min "
         "(waiting for kernel builds 0.3 min), the first steps' other one-off work 0.3 min"
     )
-    # Trials whose unpinned kernels autotuned say how much of the other one-off work that was; an eager one adds
-    # nothing (its warm-up is not compiling).
-    autotuned = {"kernel_autotune_s": 12.0, "kernel_autotune_compile_s": 3.0}
+    assert time_shares([record(0, "default", {"compile_s": 30.0})]).phases.line() is None
+
+
+def test_the_kernels_autotuning_sums_every_trial_that_recorded_it_eager_or_compiled() -> None:
+    """The unpinned Triton kernels' rounds, over the trials that recorded them; the detail lines say so last."""
+    from autotune.records.timeshares import time_shares
+    from autotune.records.trial import TrialRecord
+
+    start = datetime(2026, 1, 1)
+
+    def record(number: int, mode: str, metrics: dict[str, float]) -> TrialRecord:
+        result = TrialResult(Status.OK, None, {"compile_mode": mode}, {"throughput": 1.0, **metrics})
+        return TrialRecord(
+            number, TrialState.COMPLETE, TrialKind.MEASURED, {}, result, "ok", None, False, -1.0, (1.0,), (1.0,),
+            started=start, ended=start + timedelta(seconds=60),
+        )  # fmt: skip
+
     time = time_shares(
         [
-            record(0, "none", {"compile_s": 14.0, **autotuned}),
-            record(1, "default", {"compile_s": 58.0, **phases, **autotuned}),
-            record(2, "default", {"compile_s": 46.0, **phases}),
+            record(0, "none", {"compile_s": 14.0, "kernel_autotune_s": 12.0, "kernel_autotune_compile_s": 3.0}),
+            record(1, "default", {"compile_s": 40.0, "kernel_autotune_s": 24.0, "kernel_autotune_compile_s": 3.0}),
+            record(2, "default", {"compile_s": 20.0}),  # its kernels' choices came from the study's cache
         ]
     )
-    assert (time.phases.autotune_s, time.phases.autotune_compile_s) == (12.0, 3.0)
-    assert time.phases.line() == (
-        "compiling by the compiler's clocks (2 trials, 1.7 min): tracing 0.5 min, Inductor 0.8 min "
-        "(waiting for kernel builds 0.3 min), the first steps' other one-off work 0.4 min (the kernels' "
-        "autotuning 0.2 min, 0.1 min of it compiling their configs)"
-    )
-    assert time_shares([record(0, "default", {"compile_s": 30.0})]).phases.line() is None
+    assert (time.autotuning.trials, time.autotuning.seconds, time.autotuning.compile_s) == (2, 36.0, 6.0)
+    assert time.detail_lines() == [
+        "Triton kernels autotuning in their trials: 2 trials, 0.6 min, 0.1 min of it compiling their configs"
+    ]
+    assert time_shares([record(0, "default", {"compile_s": 20.0})]).detail_lines() == []
 
 
 def test_time_to_within_two_percent_of_the_winner(db: Path) -> None:
