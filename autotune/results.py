@@ -31,8 +31,8 @@ COMPILE_PHASE_METRICS = ("compile_wall_s", "compile_inductor_s", "compile_kernel
 AHEAD_METRIC = "compiled_ahead_s"
 AHEAD_WAIT_METRIC = "compile_ahead_wait_s"
 # A trial whose unpinned triton.autotune kernels benchmarked their configs (autotune.kernels.autotuning): the
-# seconds of those rounds, compiles and benchmarks (part of the first steps' one-off work, so of compile_s), and of
-# the configs' compiles in them, done in parallel before the benchmarks.
+# seconds of those rounds, compiles and benchmarks (nearly always in its first steps: one-off work, so part of its
+# compile_s), and of the configs' compiles in them, done in parallel before the benchmarks.
 AUTOTUNE_METRIC = "kernel_autotune_s"
 AUTOTUNE_COMPILE_METRIC = "kernel_autotune_compile_s"
 
