@@ -12,6 +12,7 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune.records import StudyRecords, TrialKind, schema
+from autotune.records.trial import TrialRecord
 from autotune.results import Status, TrialResult
 from autotune.storage.rdb import open_storage
 from autotune.sweep.recorder import placeholder_values
@@ -161,7 +162,6 @@ def test_time_shares_count_compile_only_for_compiled_trials(db: Path) -> None:
 def test_time_shares_of_long_trials() -> None:
     """Durations come from the trials' own start and end; a compile never counts for more than its trial."""
     from autotune.records.timeshares import time_shares
-    from autotune.records.trial import TrialRecord
 
     start = datetime(2026, 1, 1)
 
@@ -177,19 +177,22 @@ def test_time_shares_of_long_trials() -> None:
     assert time.line() == "trial time 1.3 min: compiling 0.8 min (62%), in trials that ended pruned 0.3 min (25%)"
 
 
+def _ok_record(number: int, mode: str, metrics: dict[str, float], seconds: float) -> TrialRecord:
+    """An ok measured trial of ``compile_mode`` ``mode`` with ``metrics``, ``seconds`` long."""
+    start = datetime(2026, 1, 1)
+    result = TrialResult(Status.OK, None, {"compile_mode": mode}, {"throughput": 1.0, **metrics})
+    return TrialRecord(
+        number, TrialState.COMPLETE, TrialKind.MEASURED, {}, result, "ok", None, False, -1.0, (1.0,), (1.0,),
+        started=start, ended=start + timedelta(seconds=seconds),
+    )  # fmt: skip
+
+
 def test_compile_phases_sum_the_compiled_trials_that_recorded_them() -> None:
     """The compiler's clocks, summed over compiled trials that have them; eager and older trials add nothing."""
     from autotune.records.timeshares import time_shares
-    from autotune.records.trial import TrialRecord
-
-    start = datetime(2026, 1, 1)
 
     def record(number: int, mode: str, metrics: dict[str, float]) -> TrialRecord:
-        result = TrialResult(Status.OK, None, {"compile_mode": mode}, {"throughput": 1.0, **metrics})
-        return TrialRecord(
-            number, TrialState.COMPLETE, TrialKind.MEASURED, {}, result, "ok", None, False, -1.0, (1.0,), (1.0,),
-            started=start, ended=start + timedelta(seconds=120),
-        )  # fmt: skip
+        return _ok_record(number, mode, metrics, seconds=120)
 
     phases = {"compile_wall_s": 40.0, "compile_inductor_s": 25.0, "compile_kernel_wait_s": 10.0}
     time = time_shares(
@@ -212,16 +215,9 @@ def test_compile_phases_sum_the_compiled_trials_that_recorded_them() -> None:
 def test_the_kernels_autotuning_sums_every_trial_that_recorded_it_eager_or_compiled() -> None:
     """The unpinned Triton kernels' rounds, over the trials that recorded them; the detail lines say so last."""
     from autotune.records.timeshares import time_shares
-    from autotune.records.trial import TrialRecord
-
-    start = datetime(2026, 1, 1)
 
     def record(number: int, mode: str, metrics: dict[str, float]) -> TrialRecord:
-        result = TrialResult(Status.OK, None, {"compile_mode": mode}, {"throughput": 1.0, **metrics})
-        return TrialRecord(
-            number, TrialState.COMPLETE, TrialKind.MEASURED, {}, result, "ok", None, False, -1.0, (1.0,), (1.0,),
-            started=start, ended=start + timedelta(seconds=60),
-        )  # fmt: skip
+        return _ok_record(number, mode, metrics, seconds=60)
 
     time = time_shares(
         [
