@@ -223,6 +223,19 @@ def capture(workload: str, preset: str, params: dict[str, str], device: str, fol
     return tuned
 
 
+def keep(tuned: Path, folder: Path) -> None:
+    """Copy ``tuned`` and the artifacts it ships into ``folder`` (a capture costs minutes; its starts, seconds)."""
+    import shutil
+
+    import yaml
+
+    folder.mkdir(parents=True, exist_ok=True)
+    shipped = yaml.safe_load(tuned.read_text())["compile_artifacts"]["file"]
+    for path in (tuned, tuned.parent / shipped):
+        shutil.copy2(path, folder / path.name)
+    print(f"kept: {tuned.name} and {shipped} in {folder}", file=sys.stderr, flush=True)
+
+
 def _kernel_census(triton: Path, shipped: bytes) -> None:
     """What the capture's Triton folder holds beside what shipped: kernel folders, their bytes by suffix, and how
     many of them torch's bytes name (for a start that still builds kernels: which ones were left out, and why)."""
@@ -402,6 +415,9 @@ def main() -> None:
         help="also a 'with' run whose Inductor folder has this name (a trial's: inductor-bfloat16)",
     )
     parser.add_argument("--kernel-report", type=Path, help="a JSON file: the Triton kernels each start built anew")
+    parser.add_argument(
+        "--keep", type=Path, help="a folder: the captured tuned config and its artifacts, to time again later"
+    )
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
     parser.add_argument("--profile", type=Path, help="a folder: each run's cProfile statistics, LABEL.pstats")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -416,6 +432,8 @@ def main() -> None:
         if args.workload:
             params = dict(pair.split("=", 1) for pair in args.params)
             tuned = capture(args.workload, args.preset, params, args.device, folder)
+            if args.keep:
+                keep(tuned, args.keep)
         else:
             tuned = args.tuned.resolve()
         plain = without_artifacts(tuned, folder)
