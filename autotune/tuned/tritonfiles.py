@@ -43,7 +43,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from autotune.atomicfile import write_atomically
+from autotune.atomicfile import write_cache_file
 from autotune.errors import AutotuneError
 
 __all__ = [
@@ -160,17 +160,18 @@ def install(files: dict[str, bytes], folder: Path | None) -> int:
     kernel from its index); how many were written."""
     if folder is None:
         return 0
-    written = 0
-    for relative, data in sorted(files.items(), key=lambda item: _GROUP in item[0]):
+    missing = {relative: data for relative, data in files.items() if not (folder / relative).exists()}
+    for kernel in {(folder / relative).parent for relative in missing}:  # each folder once, not once a file
+        try:
+            kernel.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise AutotuneError(f"cannot write {kernel}: {exc.strerror or exc}") from None
+    for relative, data in sorted(missing.items(), key=lambda item: _GROUP in item[0]):
         target = folder / relative
-        if target.exists():
-            continue
         if relative.endswith(".json"):
             data = data.replace(KERNEL_DIR, str(target.parent).encode())
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, data)
-        written += 1
-    return written
+        write_cache_file(target, data)  # a cache's file: whole for readers, not flushed (rebuilt when lost)
+    return len(missing)
 
 
 def _relative(path: Path, folder: Path) -> str:
