@@ -10,7 +10,8 @@ A compile cache's files (:func:`write_cache_file`) are written whole the same wa
 writer (another process on the same cache folder), but not flushed: a lost one is a cache miss, rebuilt, which is
 how Triton and Inductor write their own. A production start installs a thousand of them before it compiles
 (ResNet-50's coordinate-descent finalist ships 3,278 files): flushing each, in a temporary file made and reopened
-for it, took 1.7 s of it where this way takes 0.3 s (BENCHMARKS.md, twenty-sixth session).
+for it, took 1.7 s of it where this way takes 0.3 s (BENCHMARKS.md, twenty-sixth session). Both write through one
+open of the temporary file; ``replaced_atomically`` is for writers that take a path (``savefig``).
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ def write_atomically(path: Path, data: str | bytes) -> None:
     Raises :class:`~autotune.errors.AutotuneError` naming the file when the system refuses (a full disk, a
     read-only folder).
     """
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    with replaced_atomically(path) as temporary:
-        temporary.write_bytes(payload)
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AutotuneError(f"cannot write {path}: {exc.strerror or exc}") from None
+    _write_whole(path, data.encode("utf-8") if isinstance(data, str) else data, flush=True)
 
 
 def write_cache_file(path: Path, data: bytes) -> None:
@@ -48,11 +52,21 @@ def write_cache_file(path: Path, data: bytes) -> None:
     through :func:`write_atomically`. Raises :class:`~autotune.errors.AutotuneError` naming the file when the
     system refuses, the temporary file removed.
     """
+    _write_whole(path, data, flush=False)
+
+
+def _write_whole(path: Path, data: bytes, *, flush: bool) -> None:
+    """``data`` into a temporary file beside ``path`` (one open), flushed to disk if ``flush``, renamed over
+    ``path``; on an OSError the temporary file is removed and an AutotuneError names ``path``."""
     temporary = path.with_name(f".{path.name}.{os.urandom(6).hex()}{TEMPORARY_SUFFIX}")  # unique across hosts too
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _MODE)
         try:
-            _write_all(fd, data)
+            view = memoryview(data)
+            while view:  # os.write may write less than it was given (a signal, a pipe): the rest follows
+                view = view[os.write(fd, view) :]
+            if flush:
+                os.fsync(fd)  # some file systems report a full disk only here
         finally:
             os.close(fd)
         os.replace(temporary, path)
@@ -60,12 +74,6 @@ def write_cache_file(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise AutotuneError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:  # os.write may write less than it was given (a signal, a pipe): the rest follows
-        view = view[os.write(fd, view) :]
 
 
 @contextlib.contextmanager

@@ -227,10 +227,10 @@ def keep(tuned: Path, folder: Path) -> None:
     """Copy ``tuned`` and the artifacts it ships into ``folder`` (a capture costs minutes; its starts, seconds)."""
     import shutil
 
-    import yaml
+    from autotune.tuned import artifacts as compileartifacts
 
     folder.mkdir(parents=True, exist_ok=True)
-    shipped = yaml.safe_load(tuned.read_text())["compile_artifacts"]["file"]
+    shipped = compileartifacts.shipped_name(tuned)  # the name capture() wrote them under
     for path in (tuned, tuned.parent / shipped):
         shutil.copy2(path, folder / path.name)
     print(f"kept: {tuned.name} and {shipped} in {folder}", file=sys.stderr, flush=True)

@@ -138,11 +138,10 @@ class _Metronome:
 
     def __call__(self) -> None:
         now = time.perf_counter()
-        due = self.woke + self.period_s if self.woke is not None else now - self.period_s
-        if due > now:
-            time.sleep(due - now)
-        elif now - due >= self.period_s:
+        if self.woke is None or now - self.woke >= 2 * self.period_s:  # the first call, or after a pause
             time.sleep(self.period_s)
+        elif now < self.woke + self.period_s:
+            time.sleep(self.woke + self.period_s - now)
         self.woke = time.perf_counter()
 
 
