@@ -10,7 +10,7 @@ points the variable at it, but only where Inductor builds a kernel: in its compi
 process itself just before it builds one there (``_set_triton_ptxas_path``). A process that had Triton hash a kernel
 before that keys its kernels with the bundled version, one that did not, with torch's; a kernel shipped under one
 key is not found under the other and is built again (on an H100 a production start built 37 of GPT-2's and 168 of
-ResNet-50's kernels that the trial had built, same name, metadata and TTIR: BENCHMARKS.md, tenth session).
+ResNet-50's kernels that the trial had built, same name, metadata and TTIR: BENCHMARKS.md).
 
 :func:`pin` makes the choice torch makes, at once, wherever the compile caches' keys are made the trial's
 (:func:`autotune.tuned.artifacts.stable_cache_keys`: a trial's process and a compile ahead before anything they run
@@ -29,7 +29,7 @@ def pin() -> None:
     as Inductor itself does before its first kernel build, but now; without torch's helper, nothing changes."""
     try:
         # torch's private helper (deferred: Inductor's runtime helpers, no compiler, no thread): where a torch moves
-        # it, Triton's own choice stands, as before this module
+        # it, Triton's own choice stands, as without this module
         from torch._inductor.runtime.compile_tasks import _set_triton_ptxas_path
     except ImportError:
         return

@@ -10,7 +10,7 @@ A compile cache's files (:func:`write_cache_file`) are written whole the same wa
 writer (another process on the same cache folder), but not flushed: a lost one is a cache miss, rebuilt, which is
 how Triton and Inductor write their own. A production start installs a thousand of them before it compiles
 (ResNet-50's coordinate-descent finalist ships 3,278 files): flushing each, in a temporary file made and reopened
-for it, took 1.7 s of it where this way takes 0.3 s (BENCHMARKS.md, twenty-sixth session). Both write through one
+for it, took 1.8 s of it on a CPU machine where this way takes 0.35 s (BENCHMARKS.md). Both write through one
 open of the temporary file; ``replaced_atomically`` is for writers that take a path (``savefig``).
 """
 

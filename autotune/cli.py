@@ -16,6 +16,7 @@ import click
 
 from autotune.errors import AutotuneError
 from autotune.interrupts import Interrupted, StopSignals
+from autotune.quiet import quiet_resource_tracker
 
 __all__ = ["main"]
 
@@ -263,14 +264,15 @@ def sweep(
 @click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
 @click.option("--top", type=click.IntRange(min=1), help="Show only the best N.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option("--wide", is_flag=True, help="One line per trial, however wide (default: fit the terminal).")
 @_names_storage_faults
-def leaderboard(study_name: str, storage: str, top: int | None, fmt: str) -> None:
+def leaderboard(study_name: str, storage: str, top: int | None, fmt: str, wide: bool) -> None:
     """Rank the measured trials of a study: knobs, throughput, speedup over the default, memory, energy."""
     from autotune.views.leaderboard import Format, render
     from autotune.views.leaderboard import leaderboard as rank
 
     study, info = _open_study(study_name, storage)
-    click.echo(render(rank(study, info), info, cast(Format, fmt), top))  # click.Choice allowed only a Format
+    click.echo(render(rank(study, info), info, cast(Format, fmt), top, wide=wide), nl=False)
 
 
 @cli.command()
@@ -429,6 +431,7 @@ def _interrupted(stop: Interrupted, args: list[str]) -> NoReturn:
 
 def _run_guarded(entry: click.Command, args: list[str] | None) -> int:
     args = sys.argv[1:] if args is None else args
+    quiet_resource_tracker()  # before any trial process starts the tracker
     try:
         with StopSignals():  # SIGTERM too ends the command through the except clauses below, not on the spot
             entry.main(args=args, prog_name="autotune", standalone_mode=False)

@@ -61,7 +61,7 @@ def cache_workarounds(options: Mapping[str, Any], torch_version: str | None = No
       default on CUDA): 2.11's ``recheck_autotune_cache`` ignores a cached result for a kernel of one config, and
       drops ``found_by_coordesc`` for the others (on an H100 ResNet-50's winner, a finalist with this option, spent
       182 s in its first production steps with its artifacts loaded; pytorch/pytorch#173391, in 2.12, fixed it).
-      Triton's own launcher alone did not help (197 s, measured since): a kernel built by one of Inductor's compile
+      Triton's own launcher alone did not help (197 s): a kernel built by one of Inductor's compile
       workers reaches the process as a pickled autotuner, and Triton's ``Config`` pickles without the mark
       (pytorch/pytorch#181292), so the cached result is read, then tuned again. So there the static launcher is off
       and the kernels are built in the process itself (``compile_threads: 1``; the FX graph cache's key leaves that
@@ -74,7 +74,7 @@ def cache_workarounds(options: Mapping[str, Any], torch_version: str | None = No
       a cached result (``_dynamic_scale_rblock``, for occupancy) and benchmarks both; that benchmark saves its
       winner without the mark, so the next start tunes the kernel again, and saves it with the mark, and the one
       after benchmarks again (pytorch/pytorch#181789, #181292; 2.13 skips the halving on a cache hit). ResNet-50's
-      production starts spent 8.8 and 14.0 s tuning so (BENCHMARKS.md, tenth session). Coordinate descent tunes
+      production starts on an H100 spent 8.8 and 14.0 s tuning so (BENCHMARKS.md). Coordinate descent tunes
       RBLOCK itself, so the halving is off where it runs: ``dynamic_scale_rblock: False``.
 
     The trial compiles with the same options as production (:func:`autotune.knobs.compile_arguments`), so what it

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autotune.numbers import number, quantity
+
 __all__ = ["KERNELS_AUTOTUNING", "PROBE_SPREAD", "MeasureSettings", "Pruning", "TrialSpec", "Unreachable"]
 
 
@@ -69,7 +71,8 @@ class Unreachable:
         """The pruned trial's reason, ``work`` (the one-off work not paid) and ``eager`` (the probe's figure) in
         words: ``before compiling: eager 1,000 images/s x 1.50 (...) = 1,500 is below 2,000 (0.5 x trial 4's ...)``."""
         return (
-            f"before {work}: {eager} x {self.gain:.2f} ({self.why}) = {self.reachable:,.4g} is below {self.below:,.4g}"
+            f"before {work}: {eager} x {self.gain:.2f} ({self.why}) = {number(self.reachable)} "
+            f"is below {number(self.below)}"
             f"{_basis(self.basis)}"
         )
 
@@ -129,8 +132,8 @@ class Pruning:
         the line; None where it goes on to be timed. The trial job and a timed replay both decide by it."""
         if self.below is None or throughput >= self.below:
             return None
-        shown = f"{throughput:,.4g} {unit}".rstrip()
-        return f"warm-up throughput {shown} is below {self.below:,.4g}{_basis(self.basis)}"
+        shown = quantity(throughput, unit)
+        return f"warm-up throughput {shown} is below {number(self.below)}{_basis(self.basis)}"
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
     # a config exported after a sweep (beside it: tuned.compile-artifacts.bin)
     python scripts/compile_artifacts_benchmark.py tuned.yaml [--steps 3] [--repeats 1] [--with-first] [--warm] [--json]
-    # or one configuration, captured first by one trial on this machine (GPT-2, issue 19's GPU goal):
+    # or one configuration, captured first by one trial on this machine (here GPT-2's):
     python scripts/compile_artifacts_benchmark.py --workload gpt2 --preset full \\
         -p precision=bf16 -p compile_mode=default -p fused_optimizer=true -p batch_size=32
 
@@ -12,7 +12,7 @@ TRITON_CACHE_DIR) that loads the config, builds the workload's model and batches
 synchronised), then the steady step (median of ``--steady`` more). "without" applies the same file with its
 ``compile_artifacts`` section removed; "with" applies it as it is (apply() loads the artifacts); ``--warm`` adds
 a run that reuses the "with" run's cache folders, the best a restart on the same machine can do. The runs
-alternate without/with when ``--repeats`` > 1. Issue 19's goals: the first steps with the artifacts at most
+alternate without/with when ``--repeats`` > 1. The targets: the first steps with the artifacts at most
 0.7 of those without on a CPU, and compile (first steps less their steady time) at most 10 s for the GPT-2
 and ResNet-50 winners on a GPU.
 """

@@ -1,4 +1,4 @@
-"""Compile time and step time of one training step, by what is compiled (compile_scope, issue 19 point 1).
+"""Compile time and step time of one training step, by what is compiled (``compile_scope``).
 
     python3 scripts/compile_scope_bench.py WORKLOAD VARIANT
 

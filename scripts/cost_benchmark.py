@@ -73,7 +73,7 @@ def _cost_aware(**kwargs: Any) -> SamplerFactory:
 
 SAMPLERS: dict[str, tuple[SamplerFactory | None, str]] = {
     "shipped": (None, "the space's own sampler, as autotune builds it"),
-    "tpe": (_tpe, "today's sampler of gpt2.yaml and resnet50.yaml"),
+    "tpe": (_tpe, "plain TPE, the sampler gpt2.yaml and resnet50.yaml name"),
     "random": (lambda seed: optuna.samplers.RandomSampler(seed=seed), ""),
     "cost-aware": (_cost_aware(), "EI per predicted second over TPE, every configuration scored, cache known"),
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run one autotune command on a lent GPU machine (device tool) and bring its study back.
+# Run one autotune command on a remote GPU machine and bring its study back.
 #
 #   scripts/gpu_sweep.sh NAME [autotune ARGS...]
 #

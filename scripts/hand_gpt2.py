@@ -1,5 +1,5 @@
 """GPT-2 (full) trained by hand the way an expert would set it up, outside autotune's trials: the yardstick a sweep's
-winner is compared with (issue 19: "within 2% of the best fused-head configuration measured by hand").
+winner is compared with (it should come within 2% of the best fused-head configuration measured by hand).
 
     python3 scripts/hand_gpt2.py BATCH [BATCH ...] [--head torch|fused] [--eager]
 

@@ -1,7 +1,7 @@
 """Modelled replay records for GPT-2 and ResNet-50, fitted on real H100 trials: a stand-in for search comparisons.
 
     python scripts/record_model.py extract --storage-dir /work/gpu_runs -o scripts/data/h100_trials.json
-    python scripts/record_model.py extract --storage-dir /work/gpu_runs -o scripts/data/h100_trials_issue19.json \
+    python scripts/record_model.py extract --storage-dir /work/gpu_runs -o scripts/data/h100_sweep_trials.json \
         --study resnet50_before_20=rn_before:resnet50 --study gpt2_after_98fc5f3=gpt2_after2:gpt2 --what "..."
     python scripts/record_model.py fit gpt2 -o scripts/data/gpt2_h100_modelled.json
     python scripts/record_model.py fit resnet50 -o scripts/data/resnet50_h100_modelled.json
@@ -136,7 +136,7 @@ STUDIES = (
     ("resnet50", "resnet50_before", "resnet50"),
     ("resnet50_memcap", "memcap", "resnet50_memcap"),
 )
-WHAT = "real measured trials, H100, torch 2.11, 2026-11-25 (BENCHMARKS.md)"
+WHAT = "real measured trials, H100, torch 2.11 (BENCHMARKS.md)"
 
 
 def extract(storage_dir: Path, studies: Sequence[tuple[str, str, str]] = STUDIES, what: str = WHAT) -> dict[str, Any]:

@@ -133,7 +133,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
-    """A real MLflow tracking server for the test session; ``.uri`` is its http URI."""
+    """A real MLflow tracking server, one for the whole pytest run (a session fixture); ``.uri`` is its http URI."""
     server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"), _free_port())
     server.start()
     try:

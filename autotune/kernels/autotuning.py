@@ -3,7 +3,7 @@
 A ``triton.autotune`` kernel that meets a new shape key benchmarks its configs one by one, and compiles each
 inside that loop, the first time it is benchmarked: one compile after another, on one core, while the GPU waits.
 GPT-2's fused LM head has 34 configs; on an H200 a sweep's first trial in each dtype (bf16, fp16, fp32) spent
-14-18 s more in its first step than the compiler's clocks account for (twenty-fourth session, BENCHMARKS.md).
+14-18 s more in its first step than the compiler's clocks account for (BENCHMARKS.md).
 Compiling needs no GPU, and Triton's compiler lets go of the GIL in its heavy parts (the MLIR and LLVM passes,
 ptxas): with no GPU, the head's round of 34 bf16 configs for sm_90 compiled in 7.9 s one after another and in
 4.8 s in the two threads of the 2-core development machine (Triton 3.6; ``scripts/autotune_compile_round.py``).

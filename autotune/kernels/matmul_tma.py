@@ -4,7 +4,7 @@ One program per SM walks the output tiles in the same grouped order as the tiled
 A and B arrive by the Tensor Memory Accelerator (host-side descriptors: no address arithmetic, and
 out-of-bounds reads are zeros, so any M, N, K works), and C leaves through one too. On an H100 at
 bf16 4096^3 it read 712.9 TFLOP/s against the tiled kernel's best 691.8 and cuBLAS's 717-735
-(BENCHMARKS.md, issue 10): the tiled kernel pays a launch-wide tail that a persistent one spreads.
+(BENCHMARKS.md): the tiled kernel pays a launch-wide tail that a persistent one spreads.
 
 Needs a GPU of compute capability 9.0 or newer, and row strides that are multiples of 16 bytes (a
 TMA rule); Triton's CPU interpreter runs it as well.

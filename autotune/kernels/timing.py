@@ -3,7 +3,7 @@
 On an H100 a bf16 8192^3 matmul runs at the board's 700 W power cap, and the SM clock moves in
 steps between 200 ms windows: one process's window medians read 628 to 686 TFLOP/s, and a rule that
 stopped as soon as two consecutive windows agreed landed on whichever level it met first (699 in one
-fresh process, 672 in the next; BENCHMARKS.md, issue 10). So the power first settles in a discarded
+fresh process, 672 in the next; BENCHMARKS.md). So the power first settles in a discarded
 window of half a second (NVML's power reading averages over about that), and timing stops only
 when the last three windows agree, else after ``max_windows``; the result is the median of every
 run of every window, pooled, never of one lucky window.

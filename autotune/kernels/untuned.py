@@ -5,7 +5,7 @@ launch of a workload's kernel is the reference pass (:func:`autotune.trial.numer
 knob), which only yields the loss the first step is checked against, yet chose the kernel's fp32 config for it. On
 an H100 the first GPT-2 trial of a sweep with the fused LM head (its kernel has 34 configs) took 16.6-23.9 s to
 set up, against 3.8-4.6 s where the space pinned that kernel to one config (``gpt2_kernels.yaml``), and that trial
-is the sweep's informed start, which the search waits for (BENCHMARKS.md, issue 19's thirteenth session).
+is the sweep's informed start, which the search waits for (BENCHMARKS.md).
 
 So inside :func:`first_configs` each loaded autotuner that would benchmark runs its first config and chooses
 nothing: its configs are given back after the block and its cache was never touched, so the trial's own steps, at

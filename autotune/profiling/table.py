@@ -12,6 +12,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.numbers import number, quantity
 from autotune.trial.kernel_categories import CATEGORIES
 
 __all__ = ["WIDTH", "ProfiledTrial", "markdown", "render", "speedup"]
@@ -78,7 +79,7 @@ def _row(label: str, cells: tuple[Cell, Cell], extra: str = "") -> str:
 
 def _throughput(side: ProfiledTrial) -> str:
     value = side.throughput()
-    return "-" if value is None else f"{value:,.4g} {side.metrics.get('throughput_unit', '')}".rstrip()
+    return "-" if value is None else quantity(value, side.metrics.get("throughput_unit", ""))
 
 
 def _side_by_side(before: ProfiledTrial, after: ProfiledTrial) -> list[str]:
@@ -119,7 +120,7 @@ def _top(side: ProfiledTrial) -> list[str]:
         name = name if len(name) <= name_width else name[: name_width - 3] + "..."
         share = _share(kernel["ms"], side.profile["step_ms"])
         category = CATEGORIES.get(kernel["category"], kernel["category"])
-        calls = f"{kernel['calls']:.4g}"
+        calls = number(kernel["calls"])
         lines.append(f"  {rank:>2}  {name:<{name_width}}  {_ms(kernel['ms']):>8}  {share:>6}  {calls:>6}  {category}")
     return lines
 

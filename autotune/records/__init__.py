@@ -7,6 +7,7 @@
 - ``rehearsal``: :class:`Rehearsal`, a trial's production start run once more as production runs it.
 - ``ranking``: which trial is better, speedup over the default, the Pareto front.
 - ``timeshares``: where the trial time went.
+- ``sweepstate``: :class:`SweepState`, what the study says of its sweeps (budget, finished, warm start).
 - ``study``: :class:`StudyRecords`, the study's records read incrementally; ``answers``: what it answers from
   them, for every view to render (:class:`StudyAnswers`): the ranked trials, the winner, speedups, the tally, the
   time shares, the pick of an export rule.
@@ -19,6 +20,7 @@ from autotune.records.answers import StudyAnswers, Tally
 from autotune.records.rehearsal import Rehearsal
 from autotune.records.schema import StudyInfo, TrialKind, load_study_info
 from autotune.records.study import StudyRecords, params_key
+from autotune.records.sweepstate import SweepState
 from autotune.records.timeshares import TimeShares
 from autotune.records.trial import Remeasurement, TrialRecord
 
@@ -28,6 +30,7 @@ __all__ = [
     "StudyAnswers",
     "StudyInfo",
     "StudyRecords",
+    "SweepState",
     "Tally",
     "TimeShares",
     "TrialKind",

@@ -34,6 +34,12 @@ class Tally:
     pruned: int
     failed: int
     infeasible: int = 0
+    finalists: int = 0  # of the measured: the finishing stage's finalists, which the budget does not count
+
+    @property
+    def budgeted(self) -> int:
+        """The measured trials the budget counts."""
+        return self.measured - self.finalists
 
     @property
     def ok(self) -> int:
@@ -93,7 +99,8 @@ class StudyAnswers:
         outcomes = Counter(r.outcome for r in self.measured)
         pruned, infeasible = outcomes["pruned"], outcomes["infeasible"]
         failed = len(self.measured) - pruned - infeasible - outcomes["ok"]
-        return Tally(len(self.measured), pruned, failed, infeasible)
+        finalists = sum(1 for r in self.measured if r.finalist_of is not None)
+        return Tally(len(self.measured), pruned, failed, infeasible, finalists)
 
     def time(self) -> TimeShares:
         """Where the measured trials' time went."""

@@ -41,6 +41,7 @@ __all__ = [
     "ATTR_WORKER",
     "FINISHED_STATES",
     "INTERRUPTED",
+    "STUDY_ATTR_BUDGET",
     "STUDY_ATTR_FINISHED",
     "STUDY_ATTR_INFO",
     "STUDY_ATTR_INFORMED",
@@ -93,8 +94,12 @@ STUDY_ATTR_WARM_START = "autotune.warm_start"
 STUDY_ATTR_INFORMED = "autotune.informed_start"
 # {"default": n, "winner": m}: the trials the last finished profile compared.
 STUDY_ATTR_PROFILED = "autotune.profiled"
-# {"measured": n, "by": "host:pid"}: the last finishing stages that completed began over n measured trials.
+# {"measured": n, "by": "host:pid"}: the last finishing stages that completed began over n measured trials of the
+# search (the budget's count: finalists left out).
 STUDY_ATTR_FINISHED = "autotune.finished"
+# {"trials": n or None, "timeout_s": s or None}: the budget the last sweep of the study ran with, the command's
+# --n-trials and --timeout over the space's, capped by what the space can measure (autotune.sweep.loop).
+STUDY_ATTR_BUDGET = "autotune.budget"
 # The record model's winner as the sweep ended, for readers of the study outside autotune (optuna-dashboard):
 # {"trial", "metric", "value", "value_is", "first_value", "speedup", "default_trial"}.
 STUDY_ATTR_WINNER = "autotune.winner"

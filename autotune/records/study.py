@@ -142,8 +142,13 @@ class StudyRecords(StudyAnswers):
 
     @property
     def measured(self) -> list[TrialRecord]:
-        """The measured trials (what the budget counts), in trial-number order."""
+        """The measured trials, the search's and the finalists', in trial-number order."""
         return self._measured
+
+    @property
+    def budgeted(self) -> int:
+        """How many measured trials the budget counts: the search's, not the finalists its finishing stage ran."""
+        return sum(1 for r in self._measured if r.finalist_of is None)
 
     @property
     def running(self) -> list[TrialRecord]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from autotune.numbers import minutes
 from autotune.records.trial import TrialRecord
 from autotune.results import (
     AHEAD_METRIC,
@@ -64,9 +65,6 @@ class CompilePhases:
         wall, inductor, wait = (self.seconds[m] for m in COMPILE_PHASE_METRICS)
         other = max(0.0, self.compile_s - wall)  # autotuning, CUDA graph capture, cuDNN's search in the first steps
 
-        def minutes(seconds: float) -> str:
-            return f"{seconds / 60:.1f} min"
-
         return (
             f"compiling by the compiler's clocks ({self.trials} trials, {minutes(self.compile_s)}): "
             f"tracing {minutes(max(0.0, wall - inductor))}, Inductor {minutes(inductor)} (waiting for kernel "
@@ -100,8 +98,8 @@ class AheadTime:
         if not self.trials:
             return None
         return (
-            f"compiled ahead, while other trials ran: {self.trials} trials' graphs ({self.compile_s / 60:.1f} min on "
-            f"the CPU); they waited {self.wait_s / 60:.1f} min for them, counted as compiling"
+            f"compiled ahead, while other trials ran: {self.trials} trials' graphs ({minutes(self.compile_s)} on "
+            f"the CPU); they waited {minutes(self.wait_s)} for them, counted as compiling"
         )
 
 
@@ -129,8 +127,8 @@ class AutotuneTime:
         if not self.trials:
             return None
         return (
-            f"Triton kernels autotuning in their trials: {self.trials} trials, {self.seconds / 60:.1f} min, "
-            f"{self.compile_s / 60:.1f} min of it compiling their configs"
+            f"Triton kernels autotuning in their trials: {self.trials} trials, {minutes(self.seconds)}, "
+            f"{minutes(self.compile_s)} of it compiling their configs"
         )
 
 
@@ -180,10 +178,10 @@ class TimeShares:
             return None
 
         def part(seconds: float) -> str:
-            return f"{seconds / 60:.1f} min ({seconds / self.trial_s:.0%})"
+            return f"{minutes(seconds)} ({seconds / self.trial_s:.0%})"
 
         return (
-            f"trial time {self.trial_s / 60:.1f} min: compiling {part(self.compile_s)}, "
+            f"trial time {minutes(self.trial_s)}: compiling {part(self.compile_s)}, "
             f"in trials that ended pruned {part(self.pruned.seconds)}"
         )
 

@@ -12,6 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from autotune.numbers import minutes
 from autotune.reporting.data import ReportData, TrialPoint
 
 __all__ = [
@@ -168,6 +169,6 @@ def gpu_time_figure(data: ReportData) -> go.Figure:
     """Where the sweep's trial time went, in minutes, one bar per part."""
     parts = {label: seconds / 60 for label, seconds in data.time.parts().items()}
     fig = go.Figure(go.Bar(x=list(parts.values()), y=list(parts), orientation="h", marker_color=_OK_COLOR))
-    title = f"where the trial time went ({data.time.trial_s / 60:.1f} min of trials, then re-measuring)"
+    title = f"where the trial time went ({minutes(data.time.trial_s)} of trials, then re-measuring)"
     fig.update_layout(title=title, xaxis_title="minutes")
     return fig

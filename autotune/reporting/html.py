@@ -9,6 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.offline
 
+from autotune.numbers import minutes, number
 from autotune.reporting.data import ReportData
 
 __all__ = ["page"]
@@ -40,7 +41,7 @@ def _figure(fig: go.Figure) -> str:
 def _fmt(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return number(value)
 
 
 def _headline(data: ReportData) -> str:
@@ -84,7 +85,7 @@ def _environment(env: Mapping[str, Any]) -> str:
 
 def _time_table(data: ReportData) -> str:
     time = data.time
-    rows = [[label, f"{s / 60:.1f} min", _share(time.share(s))] for label, s in time.parts().items()]
+    rows = [[label, f"{minutes(s)}", _share(time.share(s))] for label, s in time.parts().items()]
     line = time.line()
     note = (
         "<p class='note'>Shares are of trial time: each measured trial from its start to its record, every "

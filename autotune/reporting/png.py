@@ -10,6 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from autotune.atomicfile import replaced_atomically
+from autotune.numbers import minutes
 from autotune.reporting.data import ReportData
 from autotune.reporting.figures import MAX_SLICES, best_so_far, knob_axis
 
@@ -49,7 +50,7 @@ def _failures(ax: Axes, data: ReportData, _importances: dict[str, float], _knobs
 def _gpu_time(ax: Axes, data: ReportData, _importances: dict[str, float], _knobs: list[str]) -> None:
     parts = data.time.parts()
     ax.barh(list(parts)[::-1], [s / 60 for s in parts.values()][::-1])
-    ax.set(title=f"where the trial time went ({data.time.trial_s / 60:.1f} min of trials)", xlabel="minutes")
+    ax.set(title=f"where the trial time went ({minutes(data.time.trial_s)} of trials)", xlabel="minutes")
 
 
 def _pareto(ax: Axes, data: ReportData, _importances: dict[str, float], _knobs: list[str]) -> None:

@@ -84,7 +84,7 @@ COST_PRIOR_SD = 0.5
 # prediction was wrong, and compiles ahead of one model spread widely (on an H100: GPT-2's 25-32 s, ResNet-50's
 # 42-56 s, while a compile is priced at PRIOR_COMPILE_S until the study has timed one). Half: when its informed start
 # was proposed, GPT-2's compile ahead had run 21 s of 31.7 (10 s left; this predicts 10.5 s) and ResNet-50's 14 s of
-# 44.9 (31 s left; this predicts 16.4 s, the prior 30 s less 14; BENCHMARKS.md, eighth session).
+# 44.9 (31 s left; this predicts 16.4 s, the prior 30 s less 14; BENCHMARKS.md).
 OVERRUN_REST_FRACTION = 0.5
 
 

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from autotune.jobspec import KERNELS_AUTOTUNING, Pruning
+from autotune.numbers import number
 from autotune.records.trial import REPLAYED_DURATION
 from autotune.results import Status, TrialResult
 from autotune.search.costmodel import graph_key
@@ -101,7 +102,7 @@ class TimedReplay:
             return None
         if graph_key(params) is None and not _number(record.get("probe_s")):
             return None
-        reason = unreachable.reason(work, f"eager {eager:,.4g}")
+        reason = unreachable.reason(work, f"eager {number(eager)}")
         early = {
             "throughput": unreachable.reachable,
             "eager_probe_throughput": eager,

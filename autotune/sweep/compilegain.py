@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from autotune.jobspec import Pruning
+from autotune.numbers import number
 from autotune.results import Status, TrialResult
 from autotune.search.costmodel import pays_one_off_work
 from autotune.sweep.context import SweepContext
@@ -87,5 +88,5 @@ def pruning_for(ctx: SweepContext, params: dict[str, Any]) -> Pruning | None:
     gain = compile_gain_bound(params, measured)
     if winner is None or winner.value is None:
         return Pruning(None, gain)
-    basis = f"{ratio:g} x trial {winner.number}'s {winner.value:,.4g}, {winner.value_is}"
+    basis = f"{ratio:g} x trial {winner.number}'s {number(winner.value)}, {winner.value_is}"
     return Pruning(ratio * winner.value, gain, basis)

@@ -2,9 +2,9 @@
 
 A space whose configurations can be listed (:func:`autotune.space.list_configurations`) holds a
 known number of them. A budget larger than that cannot be spent: the budget is capped at what the
-study can still measure, and the sweep stops, saying so, once every configuration is measured. It
-used to ask on until 100 proposals in a row had needed no run, and each of those asks left a trial
-row in the study.
+study can still measure, and the sweep stops, saying so, once every configuration is measured. Without
+that cap it would ask on until 100 proposals in a row had needed no run, each ask leaving a trial row
+in the study.
 
 Before that end, a proposal that needs no run (a repeat of a measured configuration, one another
 worker is measuring, one a rule rejects) still costs a trial row: Optuna writes it when it is asked

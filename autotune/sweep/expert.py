@@ -239,7 +239,7 @@ def precision_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> d
 
     Tensor cores run the two at one rate; what differs is the rest of the step (fp16's loss scaling, each format's
     casts and fused kernels), so which wins is the model's to say, and an expert measures both. In one 20-trial sweep
-    each on an H100 (BENCHMARKS.md, eleventh session), ResNet-50's informed start ran 5,938 images/s in bf16 and its
+    each on an H100 (BENCHMARKS.md), ResNet-50's informed start ran 5,938 images/s in bf16 and its
     twin 6,219 in fp16, GPT-2's 485,380 tokens/s in bf16 and 473,387 in fp16; a ResNet-50 sweep around a bf16
     informed start without the twin never compiled fp16 at its batch and ended at 0.958 of the fp16 winner.
     """

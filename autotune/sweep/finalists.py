@@ -28,6 +28,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.interrupts import Interrupted
+from autotune.numbers import duration, number
 from autotune.records import TrialKind, TrialRecord, schema
 from autotune.space.settings import FinalistsSpec
 from autotune.storage.rdb import heartbeat, quiet_optuna, worker_id
@@ -36,7 +37,6 @@ from autotune.sweep.proposals import Proposal
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.requeue import record_interrupted
 from autotune.sweep.timelimit import finalist_estimate, finalist_sources
-from autotune.views.progress import format_duration
 
 __all__ = ["Finalists"]
 
@@ -89,7 +89,7 @@ class Finalists:
             return True
         ctx.progress.message(
             f"finalists: trial {source.number} again with {_describe(self.overrides)} not started: it needs about "
-            f"{format_duration(need.seconds)} ({need.why}), {format_duration(left)} left of the sweep's time limit"
+            f"{duration(need.seconds)} ({need.why}), {duration(left)} left of the sweep's time limit"
         )
         return False
 
@@ -162,7 +162,7 @@ def _outcome(finalist: TrialRecord, objective: tuple[str, str], source: TrialRec
     if value is None:
         return finalist.outcome
     unit = f" {finalist.metrics.get('throughput_unit', '')}" if metric == "throughput" else ""
-    text = f"{finalist.outcome} {metric} {value:,.4g}{unit}"
+    text = f"{finalist.outcome} {metric} {number(value)}{unit}"
     if source.value:
         ratio = value / source.value if direction == "maximize" else source.value / value
         text += f" ({ratio:.3f}x its search trial, {source.value_is})"

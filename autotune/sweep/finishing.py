@@ -66,7 +66,8 @@ class Finishing:
             yield
 
     def run(self, stages: Sequence[Stage], searched: int) -> None:
-        """Run ``stages`` once for the study; ``searched``: its measured trials when this process's search ended."""
+        """Run ``stages`` once for the study; ``searched``: the measured trials its budget counts (its finalists left
+        out) when this process's search ended."""
         if self.leases is None:
             self._run(stages)
             return
@@ -82,7 +83,7 @@ class Finishing:
     def _run(self, stages: Sequence[Stage]) -> None:
         ctx = self.ctx
         ctx.records.refresh()
-        begun = len(ctx.records.measured)
+        begun = ctx.records.budgeted  # the search's trials: the finalists these stages add do not change it
         for stage in stages:
             stage.run(ctx)
         ctx.study.set_user_attr(schema.STUDY_ATTR_FINISHED, {"measured": begun, "by": self.holder})

@@ -50,7 +50,7 @@ from autotune.sweep.recorder import Recorder
 from autotune.sweep.rehearsal import Rehearse
 from autotune.sweep.remeasure import Remeasure
 from autotune.sweep.report_stage import Report
-from autotune.sweep.setup import enqueue_first_trials, open_study, study_info, trial_budget
+from autotune.sweep.setup import enqueue_first_trials, open_study, record_budget, study_info, trial_budget
 from autotune.sweep.summary import summarize
 from autotune.sweep.timelimit import TimeLimit
 from autotune.sweep.turns import TrialTurns
@@ -136,7 +136,7 @@ class Sweep:
                             if ahead is not None:
                                 ahead.stop()  # the finishing stages run alone
                 if self.device.failure is None and self.role != "search":  # a failed device runs nothing more
-                    self.finishing.run(self._stages(), searched=len(ctx.records.measured))
+                    self.finishing.run(self._stages(), searched=ctx.records.budgeted)
             ctx.progress.close()
             return summarize(ctx, reason, time.time() - started)
         except BaseException as exc:
@@ -160,9 +160,10 @@ class Sweep:
             self.recorder.start()  # the disk reserve; measurements a full disk kept, recorded before orphans retry
             self._retry_orphans()  # a killed sweep's, when resuming
             self.budget = self.proposer.budget = enqueue_first_trials(ctx.study, ctx.space, self.budget)
+            record_budget(ctx.study, ctx.space, ctx.options, self.budget)
             ctx.records.refresh()
         ctx.progress.budget, ctx.progress.deadline = self.budget, self.deadline
-        ctx.progress.done = ctx.records.tally().measured
+        ctx.progress.done = ctx.records.tally().budgeted
         skips = 0
         try:
             while True:
@@ -191,7 +192,7 @@ class Sweep:
         if self.ctx.tracker is not None:
             self.ctx.tracker.start(self._run_params(), self.ctx.space.path)
         self.ctx.records.refresh()
-        self.ctx.progress.done = self.ctx.records.tally().measured
+        self.ctx.progress.done = self.ctx.records.tally().budgeted
         return "the search workers have ended"
 
     def _stages(self) -> list[Stage]:
@@ -226,7 +227,7 @@ class Sweep:
         records, patience = self.ctx.records, self.ctx.options.patience
         if exhausted := self.proposer.exhausted():  # before the budget: a finite space caps it (setup.py)
             return exhausted
-        if self.budget is not None and len(records.measured) >= self.budget:
+        if self.budget is not None and records.budgeted >= self.budget:
             return f"budget of {self.budget} measured trials reached"
         if over := self.time_limit.search_over(records):  # the limit, less what the finishing stages will take
             return over
@@ -247,7 +248,7 @@ class Sweep:
     def _budget_held_by_others(self) -> bool:
         """Whether trials other workers run now take the rest of the budget: they count once measured."""
         records = self.ctx.records
-        return self.budget is not None and len(records.measured) + len(records.running) >= self.budget
+        return self.budget is not None and records.budgeted + len(records.running) >= self.budget
 
     def _wait_for_others(self) -> None:
         """Wait rather than end the search: a trial of theirs that fails (its worker died) is retried here."""

@@ -19,60 +19,60 @@ up again (``autotune.parked_s``, :mod:`autotune.records.schema`), so its duratio
 figures, count its measurement and not the trials measured while it stood aside.
 
 Trials of at most three graphs are parked at a time (see the end). The sampler learns nothing from a parked trial
-until it is measured, and on an H100 (BENCHMARKS.md, seventh session) parking up to one trial per compile slot let
+until it is measured, and on an H100 (BENCHMARKS.md) parking up to one trial per compile slot let
 TPE propose four more configurations of one poor region while the first waited: all four were pruned after their
 compiles (the pruned share rose from 5% to 33% of ResNet-50's search) and the winner came out 4% lower. With the
 informed start alone parked, six eager trials ran during its compile and it then waited for nothing (18 s, against
-58 s waiting before). With one trial at a time (eighth session) a second configuration of the parked trial's graph
+58 s waiting before). With one trial at a time a second configuration of the parked trial's graph
 (ResNet-50's fp16 winner, with the fused optimizer) then waited 38.9 s for the compile the parked one stood aside
 for, the GPU idle: so a proposal of the graph already parked for is parked beside it (it costs no compile slot, and
 such proposals are few: the graph-neutral variants of one configuration). With one graph parked, a proposal of
-another compiled in its own trial, the GPU idle: in the twelfth session's GPT-2 sweep four proposals did so right
+another compiled in its own trial, the GPU idle: in one GPT-2 sweep four proposals did so right
 after another graph was parked (23-28 s each, 100 s of the search's 133 s of compiling), and ResNet-50's winner
 (fp16, reduce-overhead, batch 512) compiled 39.8 s in its trial while a batch-256 graph was parked (the search
-compiled 39% of its trial time, 32% without that). So a second graph parks too, and since the twenty-first session a
-third (see the end); a proposal of another graph is measured as before.
+compiled 39% of its trial time, 32% without that). So a second graph parks too, and a third (see the end); a
+proposal of a fourth is measured in its own trial.
 
 The expert's two trials are the exception: the informed start's twin in the other half precision
 (:func:`autotune.sweep.expert.precision_twin`), queued right after it, parks beside it though its graph differs
 (while they are parked a sampler's proposal parks only with one of their graphs; one of another is measured).
 Both graphs compile ahead while the default runs, and neither is a sampler's draw in a poor region. Measured at
 once, the twin made the informed start wait for the rest of its compile first (it would outlast it), the GPU idle:
-42.8 s of ResNet-50's on an H100 (eleventh session), 13.5 s of GPT-2's.
+42.8 s of ResNet-50's on an H100, 13.5 s of GPT-2's.
 
-The informed start does not wait behind a long trial. On GPT-2 (eighth session) it stood aside with about 10 s of
+The informed start does not wait behind a long trial. Without this rule, on GPT-2 it stood aside with about 10 s of
 its compile left, and the sampler's first draw, fp32 eager at batch 64, ran 59 s meanwhile: not pruned, since
 nothing better than the default was known yet, and the sweep's best came about 48 s late. The informed start is the
 likeliest best before anything else is measured, and its figure is the pruning bar that keeps the trials after it
 short. So a proposal predicted to outlast the rest of its compile by a margin (:data:`OUTLAST_FACTOR`; the
 predictions are :meth:`autotune.search.costmodel.CostModel.seconds`, the cost-aware sampler's, each at least the run
 of an eager full-precision trial at its batch, :func:`autotune.search.eagerrun.eager_run_s`: with only the default
-measured the cost model priced GPT-2's fp32 eager draw at 4x its batch at the default's 20 s, and it ran 58.6 s,
-twelfth session) is measured after it, and it waits for what is left of that compile (:meth:`Parking.outlasts`); a
+measured the cost model priced GPT-2's fp32 eager draw at 4x its batch at the default's 20 s, and it ran 58.6 s) is
+measured after it, and it waits for what is left of that compile (:meth:`Parking.outlasts`); a
 cheaper one runs meanwhile, as ResNet-50's eager trials (5-7 s each, predicted 5-14 s) did during its informed
-start's 45 s compile. A trial the sampler proposed stands aside whatever runs meanwhile: on GPT-2 (ninth session)
+start's 45 s compile. A trial the sampler proposed stands aside whatever runs meanwhile: on GPT-2
 measuring such trials first left the GPU idle for the rest of their compiles, 47 s in all in a 6-minute search, and
 two of those five trials were then pruned.
 
 A proposal that cannot park (a graph too many) and whose graph is still compiling ahead would wait for the rest of
 that compile, the GPU idle, while a parked trial's compile may end sooner. In a ResNet-50 search on an H200
-(twentieth session) trial 15 waited 40.8 s for a compile ahead started 3 s before it was proposed, while trial 11's,
+trial 15 waited 40.8 s for a compile ahead started 3 s before it was proposed, while trial 11's,
 started 19 s before, had about 26 s left. So the parked trials whose compiles are predicted to end before the
 proposal's are measured first, the soonest first (:meth:`Parking.sooner`); the proposal then waits only for what is
 left. That still idles the GPU for the rest of the soonest compile (about 26 s there, an estimate from the
-timestamps), and in the next ResNet-50 search on an H200 (twenty-first session) the third graph, default precision
+timestamps), and in another ResNet-50 search on an H200 the third graph, default precision
 `reduce-overhead` at batch 64, was not compiling ahead: it compiled in its trial for 41.7 s (44 s of the search's
 249 s of trial time), then was pruned at warm-up, while two graphs stood aside. Either way a third graph cost about
 40 s of an idle GPU, in each of the two searches. So a third graph parks (:data:`SAMPLER_GRAPHS`), where the host
 has the slots: at most the compile slots but one, so one stays for the search's next graph (a 16-core host has four;
-one graph parks where the host has two). The risk is the seventh session's: the sampler learns nothing from parked
+one graph parks where the host has two). The risk is the one above: the sampler learns nothing from parked
 trials and may propose more of their region meanwhile; in these two searches such proposals were pruned in 6 s each
-from the cache, so the GPU seconds at stake are the third graph's compile. With three, the next ResNet-50 search
+from the cache, so the GPU seconds at stake are the third graph's compile. With three, a ResNet-50 search
 (another H200, one run) parked three default-precision graphs together, measured the fourth after the soonest of
 them (a 6.5 s wait), compiled 34.6% of its trial time and pruned 9.1%.
 
 A graph too many whose compile is not running ahead compiled in its trial, the GPU idle, while the parked trials'
-compiles ended beside it: in a GPT-2 search on an H200 (twenty-fourth session) trial 14, a fourth graph proposed
+compiles ended beside it: in a GPT-2 search on an H200 trial 14, a fourth graph proposed
 while three stood aside, compiled 25.9 s in its trial, and the three parked trials were measured right after it
 (26 s of the search's 100 s of compiling, 243 s of trial time). So such a proposal has its compile started ahead
 where a slot can be had and a parked trial is predicted to be ready before that compile would end
@@ -105,18 +105,18 @@ __all__ = ["OUTLAST_FACTOR", "SAMPLER_GRAPHS", "Parked", "Parking", "Predict", "
 # nothing is predicted (the cost-aware sampler's: autotune.search.costaware.CostAwareSampler.seconds).
 Predict = Callable[[Sequence[Mapping[str, Any]]], Seconds | None]
 # How many graphs the sampler's proposals park at once (see the module docstring): one per compile slot (four on an
-# H100's 16-core host) let TPE's proposals of one poor region pile up unmeasured (seventh session); one left the next
-# new graph compiling in its trial (twelfth session), and two a third (about 40 s each in two H200 searches,
-# twentieth and twenty-first sessions). At most the compile slots but one, so a slot stays for the search's next
-# graph (a host of 8 cores has two): a guess's, or a graph too many's (Parking.compile_beside).
+# H100's 16-core host) let TPE's proposals of one poor region pile up unmeasured; one left the next new graph
+# compiling in its trial, and two a third (about 40 s each in two H200 searches). At most the compile slots but
+# one, so a slot stays for the search's next graph (a host of 8 cores has two): a guess's, or a graph too many's
+# (Parking.compile_beside).
 SAMPLER_GRAPHS = 3
 # How much longer than the rest of the informed start's compile a proposal must be predicted to take before the
 # informed start is measured first: its wait idles the GPU for certain, and a prediction barely above it is within the
-# cost model's error. Chosen on the four cases measured on an H100 (eighth and ninth sessions, before the eager-run
-# floor of autotune.search.eagerrun): GPT-2's first draw, fp32 eager at batch 64, predicted at 2.0x the rest, ran 59 s
+# cost model's error. Chosen on the four cases measured on an H100 without the eager-run floor of
+# autotune.search.eagerrun: GPT-2's first draw, fp32 eager at batch 64, predicted at 2.0x the rest, ran 59 s
 # meanwhile; predicted at 1.4x, it ran after the informed start and was pruned in 5.6 s. ResNet-50's trial 3,
 # predicted at 1.07x, ran after it (the informed start waiting 17.9 s, the GPU idle) and took 1.6 s; one predicted at
-# 0.83x took 7 s meanwhile. With the floor (twelfth session) GPT-2's draw was predicted at 55 s against 17 s left.
+# 0.83x took 7 s meanwhile. With the floor GPT-2's draw was predicted at 55 s against 17 s left.
 OUTLAST_FACTOR = 1.25
 
 

@@ -135,7 +135,7 @@ class Proposer:
         if self.budget is None:
             return True
         running = sum(1 for r in self.records.running if r.number != number)
-        return trials <= self.budget - len(self.records.measured) - running
+        return trials <= self.budget - self.records.budgeted - running
 
     def _trial_params(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The params of every worker's measured trials, and of those running now (as of the last refresh).
@@ -156,7 +156,7 @@ class Proposer:
         if self.budget is None:
             return False
         earlier_running = sum(1 for r in self.records.running if r.number < number)
-        return len(self.records.measured) + earlier_running >= self.budget
+        return self.records.budgeted + earlier_running >= self.budget
 
     def _by_a_concurrent_worker(self, trial: TrialRecord) -> bool:
         """True for a trial another worker is running, or one another worker created since this one started.

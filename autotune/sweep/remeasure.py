@@ -7,8 +7,8 @@ throughput it ranks by. A trial re-measured already (by an earlier run of this s
 worker) is left as it is.
 
 A re-measured median can fall below a trial measured once, which then leads on that one measurement: on an H200
-(BENCHMARKS.md, sixteenth session) GPT-2's best single figure, re-measured, came 0.08% under the informed start's,
-and the sweep exported and rehearsed a winner it had measured once. So while the leader is measured once
+(BENCHMARKS.md) GPT-2's best single figure, re-measured, came 0.08% under the informed start's, and without this
+the sweep exported and rehearsed a winner it had measured once. So while the leader is measured once
 (:attr:`~autotune.records.TrialRecord.measured_once`) it is re-measured too, up to k more trials, each where the
 sweep's time limit leaves room for its runs and for the stages after it
 (:meth:`~autotune.sweep.timelimit.TimeLimit.after_remeasuring`). A leader left on one measurement (no room, k more
@@ -24,12 +24,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from autotune.numbers import duration
 from autotune.records import Remeasurement, TrialRecord, schema
 from autotune.records.trial import finite
 from autotune.results import TrialResult
 from autotune.sweep.context import SweepContext
 from autotune.sweep.timelimit import TimeLimit, remeasure_run_s
-from autotune.views.progress import format_duration
 
 __all__ = ["Remeasure", "medians"]
 
@@ -128,8 +128,8 @@ class Remeasure:
         later = self.limit.after_remeasuring(ctx.records, self.finalists_after, left - runs)
         if runs + later <= left:
             return None
-        after = f", and the stages after it {format_duration(later)}" if later else ""
-        return f"re-measuring it needs about {format_duration(runs)}{after}: more than the sweep's time limit leaves"
+        after = f", and the stages after it {duration(later)}" if later else ""
+        return f"re-measuring it needs about {duration(runs)}{after}: more than the sweep's time limit leaves"
 
     def _note(self, ctx: SweepContext, record: TrialRecord) -> None:
         """Re-measure ``record`` and store it on the study, the records and the tracker."""

@@ -9,7 +9,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from autotune.errors import AutotuneError
-from autotune.records import StudyRecords, schema
+from autotune.records import StudyRecords, SweepState, schema
 from autotune.records.schema import StudyInfo
 from autotune.search.costaware import CostAwareSampler, cost_aware
 from autotune.search.evidence import Evidence, load_evidence
@@ -26,6 +26,7 @@ __all__ = [
     "enqueue_first_trials",
     "open_study",
     "prepare_study",
+    "record_budget",
     "study_info",
     "study_name",
     "trial_budget",
@@ -199,6 +200,15 @@ def enqueue_first_trials(study: optuna.Study, space: Space, budget: int | None) 
         if budget is None or budget > len(grid):
             budget = len(grid)
     return _capped_by_space(study, space, budget)
+
+
+def record_budget(study: optuna.Study, space: Space, options: SweepOptions, budget: int | None) -> None:
+    """Store the budget this sweep runs with (the command's ``--n-trials`` and ``--timeout`` over the space's, capped
+    by what the space can measure) on the study, where ``autotune status`` reads it from another terminal."""
+    timeout = options.timeout_s or space.budget.timeout_s
+    value = SweepState.budget_attr(budget, timeout)
+    if study.user_attrs.get(schema.STUDY_ATTR_BUDGET) != value:
+        study.set_user_attr(schema.STUDY_ATTR_BUDGET, value)
 
 
 def _capped_by_space(study: optuna.Study, space: Space, budget: int | None) -> int | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError
+from autotune.numbers import minutes, number
 from autotune.records import StudyRecords, schema
 from autotune.storage.studies import DEFAULT_STORAGE, redact_url
 from autotune.sweep.context import SweepContext
@@ -137,12 +138,14 @@ def _outcomes(summary: SweepSummary) -> str:
 def summary_text(summary: SweepSummary, storage: str) -> str:
     """The last lines of a sweep: why it stopped, the winner, the leaderboard, what to run next."""
     lines = [
-        f"sweep {summary.study_name}: {summary.stop_reason} in {summary.wall_s / 60:.1f} min; "
+        f"sweep {summary.study_name}: {summary.stop_reason} in {minutes(summary.wall_s)}; "
         f"{summary.measured} measured ({_outcomes(summary)}), {summary.skipped} not run (duplicates, rejected)",
     ]
     if summary.best_trial is not None and summary.best_value is not None:
         speedup = f", {summary.speedup:.2f}x the PyTorch defaults" if summary.speedup else ""
-        lines.append(f"best: trial {summary.best_trial} ({summary.best_value:,.6g}, {summary.best_value_is}{speedup})")
+        lines.append(
+            f"best: trial {summary.best_trial} ({number(summary.best_value)}, {summary.best_value_is}{speedup})"
+        )
     if summary.faster_infeasible:
         lines.append(f"{summary.faster_infeasible} trial(s) measured faster but broke a constraint: they do not rank")
     if economy := summary.time.line():
@@ -150,7 +153,7 @@ def summary_text(summary: SweepSummary, storage: str) -> str:
     lines += summary.time.detail_lines()
     if summary.to_within_2pct is not None:
         seconds, trials = summary.to_within_2pct
-        lines.append(f"within 2% of the winner after {seconds / 60:.1f} min of trial time ({trials} measured trials)")
+        lines.append(f"within 2% of the winner after {minutes(seconds)} of trial time ({trials} measured trials)")
     if (start := summary.start) is not None and start.ok and start.start_s is not None:
         took = "to load them and compile the first steps" if start.loaded else "to compile the first steps from scratch"
         lines.append(

@@ -26,12 +26,12 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from autotune.numbers import duration
 from autotune.records import Remeasurement, StudyRecords, TrialRecord
 from autotune.search.costmodel import graph_key
 from autotune.space import Space
 from autotune.space.settings import FinalistsSpec
 from autotune.sweep.options import SweepOptions
-from autotune.views.progress import format_duration
 
 __all__ = [
     "CACHED_COMPILE",
@@ -152,9 +152,9 @@ def finalist_estimate(
     measuring = _measuring_s(source)
     run_s = measuring + CACHED_COMPILE * compile_s
     seconds = measuring + compile_s + remeasure_runs * run_s
-    why = f"compiling about {format_duration(compile_s)} (x{factor:.3g} {how}), measuring {format_duration(measuring)}"
+    why = f"compiling about {duration(compile_s)} (x{factor:.3g} {how}), measuring {duration(measuring)}"
     if remeasure_runs:
-        why += f", {remeasure_runs} re-measurements {format_duration(remeasure_runs * run_s)}"
+        why += f", {remeasure_runs} re-measurements {duration(remeasure_runs * run_s)}"
     return Estimate(seconds, why)
 
 
@@ -263,7 +263,7 @@ class TimeLimit:
         reserve = self.reserve(records)
         if reserve > 0 and now + _typical_trial_s(records) + reserve >= self.deadline:
             return (
-                f"sweep time limit reached, less the {format_duration(reserve)} kept for the finishing stages "
+                f"sweep time limit reached, less the {duration(reserve)} kept for the finishing stages "
                 "(re-measuring, finalists, rehearsing the winner's start)"
             )
         return None

@@ -24,6 +24,7 @@ from optuna.trial import Trial, TrialState
 
 from autotune.interrupts import Interrupted, StopSignals
 from autotune.labels import trial_run_name
+from autotune.numbers import quantity
 from autotune.records import TrialKind, TrialRecord
 from autotune.results import TrialResult
 from autotune.search.costmodel import graph_key
@@ -221,7 +222,7 @@ def _outcome(proposal: Proposal, record: TrialRecord, result: TrialResult, metri
         return f"{record.outcome}: {record.reason}"
     unit = record.metrics.get("throughput_unit", "") if metric == "throughput" else ""
     value = record.value if record.value is not None else float("nan")
-    outcome = f"{record.outcome} {metric} {value:,.4g} {unit}".rstrip()
+    outcome = f"{record.outcome} {metric} {quantity(value, unit)}"
     if record.outcome == "infeasible":
         outcome += f" (broke a constraint: {record.reason})" if record.reason else " (broke a constraint)"
     if record.metrics.get("gpu_other_processes"):

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autotune.labels import trial_run_name
+from autotune.numbers import quantity
 from autotune.records import StudyRecords, TrialRecord
 from autotune.tracking.ui import artifact_link, runs_link
 from autotune.views.text import kernel_never_run_warning
@@ -134,5 +135,4 @@ def _unit(records: StudyRecords, record: TrialRecord) -> str:
 
 def _number(value: float, unit: str) -> str:
     """4 significant digits, thousands separated, and the unit: ``176.3 images/s``, ``108,290 samples/s``."""
-    number = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
-    return f"{number} {unit}".rstrip()
+    return quantity(value, unit)

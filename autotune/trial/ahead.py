@@ -39,8 +39,9 @@ from autotune import workloads
 from autotune.errors import AutotuneError
 from autotune.jobspec import TrialSpec
 from autotune.kernels.pinning import TrialPins
+from autotune.quiet import quiet_tf32_hint
 from autotune.trial.failures import classify
-from autotune.trial.job import configured, quiet_tf32_hint, resolve_device, use_study_cache
+from autotune.trial.job import configured, resolve_device, use_study_cache
 from autotune.trial.trainstep import TrainStep, prepare_pair
 from autotune.tuned import artifacts as compileartifacts
 
@@ -121,7 +122,7 @@ def _compile(spec: TrialSpec) -> int:
     knobs, workload_params = configured(spec, pins.params)
     if knobs.compile_mode == "none":
         raise AutotuneError("an eager configuration has no graph to compile")
-    quiet_tf32_hint(knobs.precision)
+    quiet_tf32_hint()
     _check_free_memory(device)
     torch.manual_seed(spec.seed)
     workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)

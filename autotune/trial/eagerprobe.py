@@ -14,7 +14,7 @@ gain leaves it under the bound. Nor does it autotune the workload's ``triton.aut
 configs (:func:`autotune.kernels.untuned.first_configs`, as the reference pass does), so an eager configuration
 whose kernels would autotune is probed too. On an H200 the first step of GPT-2 in fp32 eager at batch 64 spent
 14.6 s autotuning the fused LM head's 34 configs before the trial was pruned at a fifth of the best
-(BENCHMARKS.md, issue 19's seventeenth session). What each probe leaves out is the same for every trial of a study,
+(BENCHMARKS.md). What each probe leaves out is the same for every trial of a study,
 so what the one-off work gained (the trial's figure over its probe's) is one bound for all of it.
 
 Where the only one-off work is the kernels' autotuning, the probe also says how much it can gain at most: it times
@@ -22,7 +22,7 @@ each launch of those kernels (on their first configs), and were they to take no 
 rest (Amdahl's law, :meth:`autotune.jobspec.Pruning.one_off_gain`). That bound needs no evidence from other trials
 and is far tighter than a compile's gain: on an H200 a GPT-2 tf32 eager draw at a third of the best passed the
 study's bound (1.68x, learnt from compiles) and autotuned the fused head for 11.9 s before its warm-up pruned it
-(issue 19's nineteenth session). A probe whose second step already shows the configuration cannot win, even were
+(BENCHMARKS.md). A probe whose second step already shows the configuration cannot win, even were
 its later steps :data:`~autotune.trial.warmup.EAGER_ONE_OFF_MS` faster, stops there (an fp32 GPT-2 step takes 1.1 s
 at batch 64).
 
@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from autotune.kernels.untuned import FirstConfigs, cannot_run_here, first_configs
+from autotune.numbers import quantity
 from autotune.trial.measure import time_steps
 from autotune.trial.trainstep import TrainStep
 from autotune.trial.warmup import EAGER_ONE_OFF_MS
@@ -74,8 +75,8 @@ class EagerProbe:
         """``eager 1.7e+05 tokens/s``, or for a probe that stopped early ``eager at most 1.7e+05 tokens/s (2 of 5
         probe steps)``."""
         if self.steps < PROBE_STEPS:
-            return f"eager at most {self.throughput:,.4g} {unit} ({self.steps} of {PROBE_STEPS} probe steps)"
-        return f"eager {self.throughput:,.4g} {unit}"
+            return f"eager at most {quantity(self.throughput, unit)} ({self.steps} of {PROBE_STEPS} probe steps)"
+        return f"eager {quantity(self.throughput, unit)}"
 
 
 def eager_twin(

@@ -5,7 +5,7 @@ What production pays before its steady steps: ``apply()`` (the compile artifacts
 (:mod:`autotune.sweep.rehearsal`) runs it in a fresh interpreter with empty compile caches and then saves what the
 start compiled and read (``save_to``): a production start, not a trial, because on an H100 (torch 2.11, Triton 3.6)
 the kernels a trial process built had other Triton cache keys than those every production process built, whatever
-its Inductor folder was called (BENCHMARKS.md, tenth session): shipped from a trial, 35 of GPT-2's were built again
+its Inductor folder was called (BENCHMARKS.md): shipped from a trial, 35 of GPT-2's were built again
 at each start. ``scripts/compile_artifacts_benchmark.py`` times the same start. Not a trial, then, though it lives
 beside the trial process's code: a process of its own, started by the sweep and the benchmark.
 
@@ -30,6 +30,7 @@ import torch
 from autotune import workloads
 from autotune.errors import AutotuneError
 from autotune.knobs import Knobs, StepContext
+from autotune.quiet import quiet_tf32_hint
 from autotune.trial.job import resolve_device
 from autotune.trial.training import loader_batches
 from autotune.trial.trainstep import TrainStep, prepare_pair
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steady", type=int, default=5, help="steps after them, for the steady step time")
     parser.add_argument("--save-to", help="a folder: save what this start compiled and read there")
     args = parser.parse_args(argv)
+    quiet_tf32_hint()  # the rehearsed start's output goes to the sweep's terminal
     try:
         found = run(args.tuned, args.device, args.steps, args.steady, args.save_to)
     except AutotuneError as exc:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import resource
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +25,7 @@ from autotune.jobspec import TrialSpec
 from autotune.kernels import autotuning
 from autotune.kernels.choices import autotuned_choices
 from autotune.kernels.pinning import TrialPins
+from autotune.quiet import quiet_tf32_hint
 from autotune.results import Status, TrialResult
 from autotune.trial import artifacts as trialartifacts
 from autotune.trial import compilecache
@@ -38,23 +38,11 @@ __all__ = [
     "check_spec",
     "classify",
     "configured",
-    "quiet_tf32_hint",
     "resolve_device",
     "run_trial",
     "split_params",
     "use_study_cache",
 ]
-
-# Inductor's advice to turn TF32 on, printed by every compiled fp32 trial: those trials leave it off on purpose.
-_TF32_HINT = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
-
-
-def quiet_tf32_hint(precision: str | None) -> None:
-    """In a process that compiles a full-precision configuration (a trial's, a compile ahead's: each runs one), silence
-    Inductor's advice to turn TF32 on: such a configuration leaves it off on purpose, and the advice, printed by every
-    compiled graph, would fill the sweep's terminal."""
-    if precision in ("default", "fp32"):
-        warnings.filterwarnings("ignore", message=_TF32_HINT)
 
 
 def split_params(params: dict[str, Any], build: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -155,7 +143,7 @@ def _measure_pinned(
     knobs, workload_params = configured(spec, kernel_params)
     params = {**knobs.to_params(), **workload_params, **kernel_params}
     knobs.check_combination(device.type)
-    quiet_tf32_hint(knobs.precision)
+    quiet_tf32_hint()
     torch.manual_seed(spec.seed)
     workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)
     if not isinstance(workload, workloads.Workload):

@@ -30,7 +30,7 @@ verified in torch 2.13's source (``torch/compiler/__init__.py``, ``torch/compile
 
 Torch's artifacts leave out the C launchers Triton builds for its kernels where Inductor's static launcher is off
 (seconds each), and the kernels coordinate descent built as they first ran: with both shipped, GPT-2's
-coordinate-descent finalist started in 12.7 s instead of 19.6 s on an H100 (BENCHMARKS.md, eighth session). The
+coordinate-descent finalist started in 12.7 s instead of 19.6 s on an H100 (BENCHMARKS.md). The
 file carries them too, torch's bytes then inside a zip (:mod:`autotune.tuned.tritonfiles`).
 
 The format: a trial of a sweep saves its artifacts as ``<study cache>/compile-artifacts/<sha256>.bin``

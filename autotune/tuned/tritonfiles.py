@@ -17,15 +17,13 @@ another:
   are shipped as well, except those torch's bytes carry: the bundle records each kernel by its key. A tuned config
   in those bytes names its winner's key too (``"triton_cache_hash"``), so a key named there is shipped whatever
   else names it. On an H100 (BENCHMARKS.md) GPT-2's coordinate-descent finalist shipped 292 such folders beside
-  torch's 211 kernels (eighth session: 17.2 MB in all, every block size tried) and started in 12.7 s, against 14.4 s
-  with the launchers alone and 6.1 s from warm cache folders. Profiled (ninth session), such a cold start built 37
-  kernels again (``make_cubin``, in ``async_compile.precompile``: 7.4 s against 0.4 s warm). The winners were left
-  out then (their tuned configs name them); shipped since, the start still spent 7.0 s there (13.4 s in all): which
-  kernels it builds, and why their keys are not among the trial's, is not known yet. ResNet-50's finalist is
-  further off: its start built 315 kernels whose keys none of the trial's 1249 kernel folders has (47.3 s, 15.9 s
-  warm). Every kernel folder built since ships, not only the winners tuned configs name: shipping only those (80 of
-  ResNet-50's 1,084 on an H200, twenty-sixth session) made its start build 126 kernels from source (31-39 s against
-  12-19 s).
+  torch's 211 kernels (17.2 MB in all, every block size tried) and started in 12.7 s, against 14.4 s with the
+  launchers alone and 6.1 s from warm cache folders. Such a cold start, profiled, built 37 kernels again
+  (``make_cubin``, in ``async_compile.precompile``: 7.4 s against 0.4 s warm), and ResNet-50's 315 whose keys none
+  of the trial's 1249 kernel folders has (47.3 s, 15.9 s warm; kernels built again under another key:
+  :mod:`autotune.assembler`). Every kernel folder this process wrote ships, not only the winners tuned configs
+  name: shipping only those (80 of ResNet-50's 1,084 on an H200) made its start build 126 kernels from source
+  (31-39 s against 12-19 s).
 
 The file becomes a zip of torch's bytes (``torch-artifacts.bin``, unchanged) and ``triton/<key>/<name>`` entries
 (:func:`pack`); loading unpacks it (:func:`unpack`), writes the files into this process's Triton folder where
@@ -71,7 +69,7 @@ _PLACE = re.compile(
 # What Triton reads of a kernel's folder on a cache hit: its metadata (JSON), its index and its binary (a cubin on
 # NVIDIA). Its intermediate forms (source, TTIR, TTGIR, LLVM IR, PTX) are read into memory only to be kept there:
 # ResNet-50's coordinate-descent finalist built 1249 kernel folders, 219 MB with their forms (34 MB of cubins): past
-# MAX_BYTES, none shipped (ninth session).
+# MAX_BYTES, none would ship.
 _LOADED = frozenset({".json", ".cubin", ".hsaco", ".zebin", ".spv"})
 # A tuned config's winner in torch's bytes (Inductor's autotune entries are JSON): its kernel's Triton cache key
 _TUNED_KERNEL = re.compile(rb'"triton_cache_hash":\s*"([A-Za-z0-9_-]{16,128})"')

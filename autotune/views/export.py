@@ -20,6 +20,7 @@ import autotune
 from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.atomicfile import write_atomically as _write_atomically
 from autotune.errors import AutotuneError
+from autotune.numbers import number
 from autotune.records import StudyInfo, StudyRecords, TrialRecord
 from autotune.results import TrialResult
 from autotune.storage.studies import redact_url
@@ -145,10 +146,9 @@ def _headline(provenance: dict[str, Any]) -> str:
     value = metrics.get(metric)  # the ranked figure: the re-measured median where there is one
     if not isinstance(value, int | float):
         return ""
-    number = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     unit = f" {metrics['throughput_unit']}" if metric == "throughput" and "throughput_unit" in metrics else ""
     speedup = f" ({metrics['speedup_vs_default']:.2f}x PyTorch defaults)" if "speedup_vs_default" in metrics else ""
-    return f": {metric} {number}{unit}{speedup}"
+    return f": {metric} {number(value)}{unit}{speedup}"
 
 
 def _header(config: TunedConfig, path: Path) -> str:

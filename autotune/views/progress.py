@@ -8,20 +8,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
+from autotune.numbers import duration, quantity
+
 if TYPE_CHECKING:
     from autotune.records import StudyRecords, Tally
 
-__all__ = ["Progress", "format_duration", "winner_text"]
-
-
-def format_duration(seconds: float) -> str:
-    """``42s``, ``7m05s``, ``3h12m``."""
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+__all__ = ["Progress", "winner_text"]
 
 
 def winner_text(records: StudyRecords) -> str:
@@ -35,7 +27,7 @@ def winner_text(records: StudyRecords) -> str:
     notes = [f"{speedup:.2f}x default"] if speedup else []
     if winner.remeasured is not None:
         notes.append(winner.value_is)
-    text = f"t{winner.number:03d} {winner.value:,.4g} {unit}".rstrip()
+    text = f"t{winner.number:03d} {quantity(winner.value, unit)}"
     return f"{text} ({', '.join(notes)})" if notes else text
 
 
@@ -76,7 +68,7 @@ class Progress:
             remaining.append(per_trial * max(0, self.budget - self.done))
         if self.deadline is not None:
             remaining.append(self.deadline - time.time())
-        return format_duration(min(remaining)) if remaining else "?"
+        return duration(min(remaining)) if remaining else "?"
 
     def _counts(self) -> str:
         total = f"/{self.budget}" if self.budget is not None else ""
@@ -119,7 +111,7 @@ class Progress:
         self._running.pop(source, None)
         self._status = self._status_line()
         who = f"{source} {label}" if source else label
-        self._emit(f"{self._counts()} {who}: {outcome} ({format_duration(seconds)}) | best {best}")
+        self._emit(f"{self._counts()} {who}: {outcome} ({duration(seconds)}) | best {best}")
 
     def _status_line(self) -> str:
         running = ", ".join(f"{source} {label}" if source else label for source, label in self._running.items())

@@ -16,9 +16,10 @@ from typing import Any
 import optuna
 
 from autotune.errors import AutotuneError
-from autotune.records import StudyInfo, StudyRecords, Tally, TrialRecord, schema
+from autotune.numbers import duration
+from autotune.records import StudyInfo, StudyRecords, SweepState, Tally, TrialRecord
 from autotune.storage.rdb import is_dead_local_worker
-from autotune.views.progress import format_duration, winner_text
+from autotune.views.progress import winner_text
 from autotune.views.text import format_params, kernel_never_run_warning
 
 __all__ = ["SweepStatus", "sweep_status"]
@@ -51,14 +52,17 @@ class SweepStatus:
     time_line: str | None = None  # where the trial time went, as the summary says it
     finished_over: int | None = None  # measured trials when a sweep's finishing stages last completed
     kernels_never_run: tuple[str, ...] = ()  # listed kernels no finished trial launched
+    timeout_s: float | None = None  # the sweep's time limit, as its command set it
 
     def lines(self) -> list[str]:
         budget = f" of {self.budget}" if self.budget else ""
+        limit = f", time limit {duration(self.timeout_s)}" if self.timeout_s else ""
         t = self.tally
         infeasible = f" ({t.infeasible} broke a constraint)" if t.infeasible else ""
+        finalists = f" and {t.finalists} finalists" if t.finalists else ""
         out = [
-            f"study {self.study} ({self.workload}): {t.measured}{budget} measured "
-            f"({t.ok} ok{infeasible}, {t.pruned} pruned, {t.failed} failed), {len(self.running)} running",
+            f"study {self.study} ({self.workload}): {t.budgeted}{budget} measured{finalists} "
+            f"({t.ok} ok{infeasible}, {t.pruned} pruned, {t.failed} failed), {len(self.running)} running{limit}",
             f"best so far: {self.best}" if self.best else "best so far: none yet",
         ]
         if self.time_line:
@@ -71,24 +75,32 @@ class SweepStatus:
             where = f"GPU {run.gpu}, " if run.gpu is not None else ""
             gone = " (its worker is gone: retried when a sweep resumes)" if run.worker_gone else ""
             out.append(
-                f"running: trial {run.trial} on {where}{run.worker} for {format_duration(run.seconds)}{gone}: "
+                f"running: trial {run.trial} on {where}{run.worker} for {duration(run.seconds)}{gone}: "
                 f"{format_params(run.params)}"
             )
         out.extend(self._progress_lines())
         return out
 
     def _progress_lines(self) -> list[str]:
-        """Time left while trials run; once none runs, whether the sweep ended, and how it can go on."""
-        measured, pace = self.tally.measured, self.eta_s
+        """Time left while trials run; once none runs, whether the sweep finished, and how it can go on."""
+        measured, pace = self.tally.budgeted, self.eta_s
         if self.running:
-            return [f"eta: about {format_duration(pace)} at the measured trials' pace"] if pace is not None else []
+            return [f"eta: about {duration(pace)} at the measured trials' pace"] if pace is not None else []
+        finished = self.finished_over is not None and self.finished_over >= measured
         if self.budget and measured >= self.budget:
-            return ["done: the budget is measured"]
+            return (
+                [f"finished: its budget of {self.budget} trials is measured"]
+                if finished
+                else [
+                    "done: the budget is measured; its finishing stages did not complete (the same `autotune sweep` "
+                    "command runs them)"
+                ]
+            )
         left = f" with {self.budget - measured} of its {self.budget} trials left" if self.budget else ""
         resume = "the same `autotune sweep` command resumes it"
-        if self.finished_over is not None and self.finished_over >= measured:
-            return [f"ended: the sweep finished{left}; {resume}" if left else "ended: the sweep finished"]
-        after = f" (about {format_duration(pace)} at the measured trials' pace)" if pace is not None else ""
+        if finished:
+            return [f"finished{left}; {resume}" if left else "finished"]
+        after = f" (about {duration(pace)} at the measured trials' pace)" if pace is not None else ""
         return [f"stopped: no trial is running and the sweep did not finish{left}{after}; {resume}"]
 
 
@@ -116,7 +128,7 @@ def _eta(measured: list[TrialRecord], budget: int | None, running: list[Running]
     durations = [r.duration_s for r in measured if r.ended is not None and r.started is not None]
     if budget is None or not durations:
         return None
-    left = budget - len(measured)
+    left = budget - sum(1 for r in measured if r.finalist_of is None)  # the finalists are not the budget's
     if left <= 0:
         return None
     workers = max(1, len({run.worker for run in running if not run.worker_gone}))
@@ -127,11 +139,9 @@ def sweep_status(study: optuna.Study, info: StudyInfo, now: datetime | None = No
     """The study's state now (``now`` for tests)."""
     now = now or datetime.now()
     records = StudyRecords.read(study, info)
+    state = SweepState.read(study)
     running = _running(records, now)
-    try:
-        budget = info.space().budget.trials
-    except AutotuneError:  # a space that no longer loads here: status still shows what the storage holds
-        budget = None
+    budget = state.budget if state.budget is not None else _space_budget(info)
     return SweepStatus(
         study.study_name,
         info.workload,
@@ -140,15 +150,17 @@ def sweep_status(study: optuna.Study, info: StudyInfo, now: datetime | None = No
         running,
         _best(records),
         _eta(records.measured, budget, running),
-        study.user_attrs.get(schema.STUDY_ATTR_WARM_START),
+        state.warm_start,
         records.time().line(),
-        _finished_over(study),
+        state.finished_over,
         tuple(records.kernels_never_run()),
+        state.timeout_s,
     )
 
 
-def _finished_over(study: optuna.Study) -> int | None:
-    """How many measured trials the sweep's finishing stages last began over (None: they never completed)."""
-    finished = study.user_attrs.get(schema.STUDY_ATTR_FINISHED)
-    measured = finished.get("measured") if isinstance(finished, dict) else None
-    return measured if isinstance(measured, int) else None
+def _space_budget(info: StudyInfo) -> int | None:
+    """The space's own budget, for a study whose sweep recorded none (one made before the budget was recorded)."""
+    try:
+        return info.space().budget.trials
+    except AutotuneError:  # a space that no longer loads here: status still shows what the storage holds
+        return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autotune.numbers import number, quantity
 from autotune.results import TrialResult
 
 __all__ = ["format_params", "kernel_never_run_warning", "trial_summary"]
@@ -24,7 +25,7 @@ def _energy_line(metrics: dict[str, Any]) -> str | None:
     if "energy_j_per_sample" not in metrics:
         return None
     return (
-        f"{metrics['energy_j_per_sample']:.4g} J/sample  (power {metrics.get('power_w_mean', 0):.0f} W, "
+        f"{quantity(metrics['energy_j_per_sample'], 'J/sample')}  (power {metrics.get('power_w_mean', 0):.0f} W, "
         f"GPU util {metrics.get('gpu_util_mean', 0):.0f}%)"
     )
 
@@ -50,7 +51,7 @@ def _blocks_part(metrics: dict[str, Any]) -> str:
 
 
 def _short(value: Any) -> str:
-    return f"{value:,.4g}" if isinstance(value, float) else str(value)
+    return number(value) if isinstance(value, float) else str(value)
 
 
 def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
@@ -66,7 +67,7 @@ def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
         )
     rows: list[tuple[str, str | None]] = [
         ("params", format_params(result.params)),
-        ("throughput", f"{m['throughput']:,.1f} {m['throughput_unit']}"),
+        ("throughput", quantity(m["throughput"], m["throughput_unit"])),
         ("step time", f"p50 {m['step_ms_p50']:.2f} ms  p90 {m['step_ms_p90']:.2f} ms  CV {m['step_cv']:.2%}"),
         ("data wait", _data_wait_line(result)),
         ("peak memory", f"{m['peak_mem_gib']:.2f} GiB"),

@@ -23,6 +23,7 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.jobspec import TrialSpec
+from autotune.numbers import number, quantity
 from autotune.results import TrialResult
 from autotune.trial.artifacts import shipped_spec_field
 from autotune.tuned import artifacts as compileartifacts
@@ -60,13 +61,13 @@ class Verification:
         """The report ``autotune verify`` prints."""
         tuned, default = statistics.median(self.tuned), statistics.median(self.default)
         recorded = (
-            f"; recorded {self.recorded_value:,.4g} {self.unit}, {self.recorded_speedup:.2f}x"
+            f"; recorded {quantity(self.recorded_value, self.unit)}, {self.recorded_speedup:.2f}x"
             if self.recorded_value is not None and self.recorded_speedup is not None
             else ""
         )
         out = [
-            f"tuned    {self.metric} {tuned:,.4g} {self.unit} (median of {len(self.tuned)}: {_list(self.tuned)})",
-            f"default  {self.metric} {default:,.4g} {self.unit} (median of {len(self.default)}: {_list(self.default)})",
+            f"tuned    {self.metric} {quantity(tuned, self.unit)} {_runs(self.tuned)}",
+            f"default  {self.metric} {quantity(default, self.unit)} {_runs(self.default)}",
             f"speedup  {self.speedup:.2f}x here{recorded}; noise tolerance {self.tolerance:.1%}",
         ]
         out += [f"changed  {change}" for change in self.env_changes]
@@ -76,8 +77,9 @@ class Verification:
         return out
 
 
-def _list(values: list[float]) -> str:
-    return ", ".join(f"{v:,.4g}" for v in values)
+def _runs(values: list[float]) -> str:
+    """``(median of 3: 6,801, 6,847, 6,850)``."""
+    return f"(median of {len(values)}: {', '.join(number(v) for v in values)})"
 
 
 def _cv(values: list[float]) -> float:
@@ -226,7 +228,9 @@ def _regression(found: Verification) -> str | None:
     tuned = statistics.median(found.tuned)
     same_setup = not found.env_changes
     if same_setup and found.recorded_value is not None and tuned < found.recorded_value * floor:
-        reasons.append(f"{found.metric} {tuned:,.4g} here against {found.recorded_value:,.4g} {found.unit} recorded")
+        reasons.append(
+            f"{found.metric} {number(tuned)} here against {quantity(found.recorded_value, found.unit)} recorded"
+        )
     if not reasons:
         return None
     cause = f"other set-up ({'; '.join(found.env_changes)})" if found.env_changes else "same set-up, other figure"

@@ -1,8 +1,8 @@
 """Host-memory data for the built-in workloads' ``data: host`` mode, and the device-side transforms.
 
-What a real input pipeline does, minus decoding (the issue's measurements hold uint8 images in host
-memory too): the trial's ``DataLoader`` draws samples from a dataset here, copies each batch to the
-device, then runs the workload's ``device_transform`` there.
+What a real input pipeline does, minus decoding (uint8 images held in host memory, as after decoding): the
+trial's ``DataLoader`` draws samples from a dataset here, copies each batch to the device, then runs the
+workload's ``device_transform`` there.
 
 Images (resnet50): a fixed pool of uint8 images, ``3 x P x P`` with ``P = S + S // 7`` (256 for a
 224 crop, the usual resize-then-crop margin), made once from a seeded generator, with int64 labels.
@@ -24,7 +24,7 @@ value), and the host stays the one place where randomness of the input lives.
 ``fetch`` is how the loader gathers a batch: ``sample`` (one ``__getitem__`` per image, then
 ``default_collate`` stacks them) or ``batch`` (:class:`HostImageBatches`: one ``__getitems__`` per
 batch, with :func:`whole_batch` as the collate_fn; with ``augment: gpu`` the uint8 batch is one
-``index_select`` from the pool, the issue's fastest pipeline).
+``index_select`` from the pool, the fastest pipeline measured on an H100).
 
 Tokens (gpt2): a seeded int32 token stream; sample ``i`` is the window ``i .. i + seq`` split into
 inputs and next-token targets, widened to int64 on the device by :func:`widen_tokens` (half the bytes

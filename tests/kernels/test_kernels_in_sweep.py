@@ -8,6 +8,7 @@ Where the kernel launches, everything runs as real processes in Triton's CPU int
 from __future__ import annotations
 
 import io
+import itertools
 import sys
 from pathlib import Path
 
@@ -69,7 +70,11 @@ def test_a_sweep_picks_among_a_kernels_configs_and_production_launches_only_the_
     assert tuned["params"] == {}  # the kernel's param lives under kernels:, not with the workload's
     pinned = tuned["kernels"]["user_kernels:scaled_add"]
     block = pinned["kwargs"]["BLOCK_SIZE"]
-    rank_one = next(line for line in swept.stdout.splitlines() if line.split()[:1] == ["1"])
+    lines = swept.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["1"])
+    # The winner's row and the knob lines wrapped under it (indented past the rank column)
+    under = itertools.takewhile(lambda line: line.startswith(" " * 6), lines[at + 1 :])
+    rank_one = " ".join([lines[at], *(line.strip() for line in under)])
     assert rank_one.endswith(f"scaled_add={CONFIGS[block]}")  # the leaderboard's winner is what was exported
     assert pinned["shape_keys"] == [[16 * 32, "torch.float32", "torch.float32", "torch.float32", "torch.int32"]]
 

@@ -1,6 +1,6 @@
 """A report that cannot be written whole (a full disk) leaves no part of a page or a figure behind.
 
-Issue 18: a sweep whose disk filled up left a truncated report HTML behind.
+Without this, a sweep whose disk filled up left a truncated report HTML behind.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """An eager full-precision trial's run from the default's steps (autotune.search.eagerrun), on figures an H100 measured
-(twelfth session of issue 19, BENCHMARKS.md): the default trials of GPT-2 and ResNet-50 sweeps, and the eager fp32
-trial each sweep's sampler drew first at 4x the default's batch."""
+(BENCHMARKS.md): the default trials of GPT-2 and ResNet-50 sweeps, and the eager fp32 trial each sweep's sampler
+drew first at 4x the default's batch."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def _score(x: int, y: int) -> float:
 
 
 def _by_index(trial: optuna.Trial) -> float:
-    """The encoding before this change: Optuna holds the index of each choice."""
+    """Optuna holds the index of each choice: what the sampler inside ``OrdinalView`` sees."""
     x, y = (CHOICES[name][trial.suggest_int(name, 0, 3)] for name in ("x", "y"))
     return _score(x, y)
 

@@ -2,7 +2,7 @@
 
 First what :func:`~autotune.storage.faults.find_fault` makes of the errors real SQLite files raise, then the
 commands: ``autotune sweep`` and ``autotune leaderboard`` on a corrupt or read-only study say so in one
-line and exit 2 (before this, "invalid data in the commit, e.g. exceeding max length" or "unable to open
+line and exit 2 (without this, "invalid data in the commit, e.g. exceeding max length" or "unable to open
 database file"). The study is a real one, swept from replayed records.
 """
 

@@ -1,4 +1,4 @@
-"""A sweep whose study's disk fills up mid-sweep (issue 18): one line, exit 2, nothing measured lost or measured twice.
+"""A sweep whose study's disk fills up mid-sweep: one line, exit 2, nothing measured lost or measured twice.
 
 Real ``autotune sweep`` processes on a real small disk (a tmpfs); a trial of
 :func:`storage_workloads.fills_disk` fills it while it runs, so the trial's record is the write that meets

@@ -2,7 +2,7 @@
 
 Real processes on the CPU (``--device cpu --gpus 0,1``): the budget's last trial hangs
 (``sweep_workloads.hang_at``), so when its worker is SIGKILLed the other worker has nothing left to
-propose but the budget is not met. Before, it ended its search counting the dead worker's running
+propose but the budget is not met. Without this, it ended its search counting the dead worker's running
 trial, and the sweep ended in an internal error ("worker cpu 0 ended without a word"), a trial left RUNNING.
 """
 

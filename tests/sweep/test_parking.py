@@ -257,8 +257,8 @@ def test_trials_of_the_parked_graph_park_beside_it_and_others_are_measured(tmp_p
 
 
 def test_a_proposal_that_would_outlast_the_parked_graphs_compile_runs_after_it(tmp_path: Path) -> None:
-    """GPT-2's informed start stood aside with about 10 s of its compile left while a 59 s eager trial ran (eighth
-    session): a proposal predicted to take longer than the rest of the parked informed start's compile is measured
+    """GPT-2's informed start stood aside with about 10 s of its compile left while a 59 s eager trial ran: a
+    proposal predicted to take longer than the rest of the parked informed start's compile is measured
     after it; a shorter one, or one nothing predicts, runs meanwhile, and any while the informed start is not parked
     (a sampler's proposal, or its twin alone: the informed start's figure is the pruning bar by then)."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/outlast.db")
@@ -334,7 +334,7 @@ def test_the_informed_starts_twin_parks_beside_it_and_a_samplers_other_graph_doe
 
 
 def test_a_proposal_that_would_wait_lets_the_parked_trial_whose_compile_ends_sooner_go_first(tmp_path: Path) -> None:
-    """ResNet-50's trial 15 (H200, twentieth session) waited 40.8 s for a compile ahead started 3 s before, a third
+    """ResNet-50's trial 15 (on an H200) waited 40.8 s for a compile ahead started 3 s before, a third
     graph that could not park, while parked trial 11's compile had about 26 s left: where a proposal cannot park (here
     a host of three compile slots), the parked trial predicted to end first goes first, then the proposal waits for
     what is left; none goes first when the proposal's graph is not compiling ahead, nothing is predicted, or every
@@ -379,7 +379,7 @@ MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 
 
 def test_a_graph_too_many_compiles_ahead_while_the_parked_trials_are_measured(tmp_path: Path) -> None:
-    """GPT-2's trial 14 (H200, twenty-fourth session), a fourth graph proposed while three stood aside, compiled 25.9 s
+    """GPT-2's trial 14 (on an H200), a fourth graph proposed while three stood aside, compiled 25.9 s
     in its trial, the GPU idle, and the parked trials were measured after it: its compile now starts ahead and the
     parked trial predicted to be ready first is measured meanwhile; not where nothing is predicted, every parked
     compile is predicted to end after its own, it is eager, or its graph was compiled by a trial."""

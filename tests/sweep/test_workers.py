@@ -114,7 +114,7 @@ def test_workers_with_one_seed_stop_proposing_in_lockstep(tmp_path: Path) -> Non
     """Two workers asking in turn: with one seed, the second drew the first's last point every time.
 
     Deterministic: the asks alternate in this process, each worker under its own identity, so
-    the only randomness left after the fix is the reseeded worker's (failing would take 5 chance
+    the only randomness left is the reseeded worker's (failing would take 5 chance
     collisions in its 9 later asks over 300 configurations: odds of about 1e-6).
     """
     records = lockstep_records()

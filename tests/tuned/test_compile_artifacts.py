@@ -50,7 +50,7 @@ from autotune.views.export import Shipping, export
 TESTS = Path(__file__).parents[1]  # tests/, where the shared workload scripts live
 STUDY = "mlp"
 WORKLOAD = "compile_workloads:deep_mlp"
-# The bar of issue 19: the first steps with the artifacts take at most 0.7 of the time without them. Measured on
+# The bar: the first steps with the artifacts take at most 0.7 of the time without them. Measured on
 # the 2-core development machine, shared with other jobs (128 blocks, apply() and 3 steps): 23-36 s without,
 # 14-15 s with (0.4-0.6); with 48 blocks the C++ builds left in both (13 s of the 14) made it 0.6-0.8.
 MAX_RATIO = 0.7

@@ -28,6 +28,7 @@ from optuna.trial import TrialState
 from pythonpath import child_env
 
 from autotune.errors import AutotuneError
+from autotune.numbers import number as number_text
 from autotune.records import StudyInfo, StudyRecords, TrialKind, schema
 from autotune.reporting.data import gather
 from autotune.results import Status, TrialResult
@@ -192,10 +193,11 @@ def _first_view_checks(study: optuna.Study, info: StudyInfo, records: StudyRecor
             export(study, info, folder / "tuned.yaml")
         return
     number, value, speedup = winner.number, winner.value, records.speedup(winner)
+    assert value is not None  # a winner ranks by its value
     assert (rows[0].rank, rows[0].trial, rows[0].value, rows[0].speedup) == (1, number, value, speedup)
     assert json.loads(render(rows, info, "json"))[0]["trial"] == number
     assert (summary.best_trial, summary.best_value, summary.speedup) == (number, value, speedup)
-    assert f"best: trial {number} ({value:,.6g}" in summary_text(summary, "memory")
+    assert f"best: trial {number} ({number_text(value)}" in summary_text(summary, "memory")
     assert data.winner is not None and (data.winner.trial, data.winner.value, data.winner.speedup) == (
         number,
         value,
@@ -275,13 +277,13 @@ def test_a_real_sweep_with_a_constraint_reads_the_same_everywhere(tmp_path: Path
     board = json.loads(run(tmp_path, ["leaderboard", "--study", "real", "--format", "json"]).stdout)
     assert (board[0]["trial"], board[0]["value"], board[0]["rank"]) == (number, value, 1)
     status = run(tmp_path, ["status", "--study", "real"]).stdout
-    assert f"best so far: t{number:03d} {value:,.4g}" in status and "1 broke a constraint" in status
+    assert f"best so far: t{number:03d} {number_text(value)}" in status and "1 broke a constraint" in status
     assert run(tmp_path, ["export", "--study", "real", "-o", "tuned.yaml"]).returncode == 0
     provenance = yaml.safe_load((tmp_path / "tuned.yaml").read_text())["provenance"]
     assert provenance["trial"] == number and provenance["metrics"]["throughput"] == value
     assert run(tmp_path, ["report", "--study", "real", "-o", "report.html", "--no-mlflow"]).returncode == 0
     assert f"winner (trial {number})" in (tmp_path / "report.html").read_text()
-    assert f"best: trial {number} ({value:,.6g}, median of 2 re-measurements" in swept.stdout
+    assert f"best: trial {number} ({number_text(value)}, median of 2 re-measurements" in swept.stdout
 
     assert study.user_attrs[schema.STUDY_ATTR_WINNER]["trial"] == number  # where optuna-dashboard shows it
     assert (

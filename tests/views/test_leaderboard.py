@@ -157,31 +157,47 @@ def test_choose_with_nothing_feasible(tmp_path: Path, info: StudyInfo) -> None:
         StudyRecords.read(s, info).choose()
 
 
-def test_render_table(study: optuna.Study, info: StudyInfo) -> None:
-    text = render(leaderboard(study, info), info, "table")
+def test_render_table_fits_a_100_column_terminal_with_every_knob(study: optuna.Study, info: StudyInfo) -> None:
+    text = render(leaderboard(study, info), info, "table", width=100)
     lines = text.splitlines()
     assert lines[0].startswith("resnet50 (full) on cuda: throughput (maximize); 6 measured trials")
     assert lines[1].split()[:4] == ["rank", "trial", "throughput", "speedup"]
-    assert max(map(len, lines)) <= 160
-    first = lines[2]
-    assert "3,000 images/s" in first and "3.00x" in first and "run-bf16" not in first
-    assert "precision=bf16" in first and "batch_size=256" in first
+    assert max(map(len, lines)) <= 100
+    first, knobs = lines[2], lines[3]
+    assert "3,000 images/s" in first and "3.00x" in first and "run-bf16" not in text
+    assert knobs.split() == ["precision=bf16", "batch_size=256"]  # the winner's whole configuration, under it
     assert "ok (default)" in text
     assert "2,100 images/s ±2.0%" in text and "ok (median of 3)" in text
     assert "infeasible: peak_mem_gib <= 80 broken" in text
-    assert "crash: RuntimeError: CUDA error: an ille..." in text
+    assert "crash: RuntimeError: CUDA error: an illegal memory access" in text  # a reason in full, never cut
 
 
-def test_render_table_top_and_knob_truncation(tmp_path: Path, info: StudyInfo) -> None:
+def test_render_table_wide_keeps_one_line_per_trial(study: optuna.Study, info: StudyInfo) -> None:
+    lines = render(leaderboard(study, info), info, "table", width=100, wide=True).splitlines()
+    assert len(lines) == 2 + 6 and lines[1].split()[-2:] == ["status", "knobs"]
+    assert lines[2].split()[-3:] == ["ok", "precision=bf16", "batch_size=256"]
+    assert "crash: RuntimeError: CUDA error: an illegal memory access  precision=default batch_size=64" in lines[6]
+
+
+def test_render_table_fits_one_line_per_trial_where_the_terminal_is_wide_enough(
+    study: optuna.Study, info: StudyInfo
+) -> None:
+    assert render(leaderboard(study, info), info, "table", width=200) == render(
+        leaderboard(study, info), info, "table", width=100, wide=True
+    )
+
+
+def test_render_table_wraps_long_knobs_and_says_constant_ones_once(tmp_path: Path, info: StudyInfo) -> None:
     s = make_study(tmp_path, info)
     add_trial(s, info, ok_result(1000.0, batch_size=32, **{f"knob_{i}": "a" * 12 for i in range(20)}), default=True)
     add_trial(s, info, ok_result(2000.0, batch_size=64, **{f"knob_{i}": "b" * 12 for i in range(20)}))
-    lines = render(leaderboard(s, info), info, "table").splitlines()
-    assert len(lines) == 5 and max(map(len, lines)) <= 160
-    assert lines[2].endswith("...") and "batch_size=64 knob_0=bbbbbbbbbbbb" in lines[2]
-    assert lines[4] == "same in every row: precision=default"  # said once, not in each row
-    top = render(leaderboard(s, info), info, "table", top=1).splitlines()
-    assert top[0].endswith("2 measured trials, top 1 shown") and len(top) == 3
+    lines = render(leaderboard(s, info), info, "table", width=100).splitlines()
+    assert max(map(len, lines)) <= 100
+    shown = " ".join(lines[3 : lines.index(next(line for line in lines if line.lstrip().startswith("2 ")))])
+    assert all(f"knob_{i}={'b' * 12}" in shown for i in range(20)) and "batch_size=64" in shown
+    assert lines[-1] == "same in every row: precision=default"  # said once, not in each row
+    top = render(leaderboard(s, info), info, "table", top=1, width=100).splitlines()
+    assert top[0].endswith("2 measured trials, top 1 shown") and "same in every row" not in "\n".join(top)
 
 
 def test_render_csv_parses_back(study: optuna.Study, info: StudyInfo) -> None:
@@ -205,9 +221,9 @@ def test_render_json_parses_back(pareto_study: tuple[optuna.Study, StudyInfo]) -
 
 def test_render_pareto_column(pareto_study: tuple[optuna.Study, StudyInfo]) -> None:
     s, info = pareto_study
-    lines = render(leaderboard(s, info), info, "table").splitlines()
+    lines = render(leaderboard(s, info), info, "table", wide=True).splitlines()
     assert lines[1].split()[:4] == ["rank", "trial", "pareto", "throughput"]
-    marked = [line.split()[1] for line in lines[2:] if line.split()[2] == "*"]
+    marked = [line.split()[1] for line in lines[2:] if len(line.split()) > 2 and line.split()[2] == "*"]
     assert marked == ["1", "2", "0"]
 
 

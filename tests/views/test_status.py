@@ -71,9 +71,10 @@ def test_status_shows_the_running_trial_then_that_its_worker_is_gone(tmp_path: P
     finally:
         os.killpg(sweep.pid, signal.SIGKILL)  # the sweep and its trial process, as a lost terminal would
         sweep.wait(timeout=30)
+    # The budget the sweep runs with: the space's 3 trials, capped by its 2 configurations.
     assert (
         running.splitlines()[0]
-        == "study hang (trial_workloads:sleepy): 0 of 3 measured (0 ok, 0 pruned, 0 failed), 1 running"
+        == "study hang (trial_workloads:sleepy): 0 of 2 measured (0 ok, 0 pruned, 0 failed), 1 running"
     )
     assert "best so far: none yet" in running
     line = next(line for line in running.splitlines() if line.startswith("running:"))
@@ -85,8 +86,8 @@ def test_status_shows_the_running_trial_then_that_its_worker_is_gone(tmp_path: P
 
 
 def test_status_without_a_running_trial_says_whether_the_sweep_ended_or_stopped(tmp_path: Path) -> None:
-    """No ETA once nothing runs: a sweep that finished before its budget (a time limit) reads as ended, one cut off
-    without finishing (a kill) as stopped, and a measured budget as done."""
+    """No ETA once nothing runs: a sweep that finished before its budget (a time limit) reads as finished, one cut
+    off without finishing (a kill) as stopped, and a measured budget as finished once its finishing stages ran."""
     from recorded_studies import add_trial, make_study, ok_result
 
     from autotune.records import StudyInfo, schema
@@ -107,10 +108,32 @@ def test_status_without_a_running_trial_says_whether_the_sweep_ended_or_stopped(
 
     study.set_user_attr(schema.STUDY_ATTR_FINISHED, {"measured": 2, "by": "host:1"})
     ended = sweep_status(study, info).lines()
-    assert (
-        ended[-1]
-        == "ended: the sweep finished with 1 of its 3 trials left; the same `autotune sweep` command resumes it"
-    )
+    assert ended[-1] == "finished with 1 of its 3 trials left; the same `autotune sweep` command resumes it"
 
     add_trial(study, info, ok_result(120.0))
-    assert sweep_status(study, info).lines()[-1] == "done: the budget is measured"
+    assert (
+        sweep_status(study, info)
+        .lines()[-1]
+        .startswith("done: the budget is measured; its finishing stages did not complete")
+    )
+    study.set_user_attr(schema.STUDY_ATTR_FINISHED, {"measured": 3, "by": "host:1"})
+    assert sweep_status(study, info).lines()[-1] == "finished: its budget of 3 trials is measured"
+
+
+def test_status_counts_the_budget_the_sweep_ran_with_over_the_space_s(tmp_path: Path) -> None:
+    """``--n-trials`` and ``--timeout`` on the command line win over the space's budget (3 trials here)."""
+    from recorded_studies import add_trial, make_study, ok_result
+
+    from autotune.records import StudyInfo, SweepState, schema
+    from autotune.views.status import sweep_status
+
+    info = StudyInfo("trial_workloads:sleepy", "tiny", "cpu", "hang.yaml", SPACE, (("throughput", "maximize"),))
+    study = make_study(tmp_path, info, name="overridden")
+    for throughput in (100.0, 150.0):
+        add_trial(study, info, ok_result(throughput))
+    study.set_user_attr(schema.STUDY_ATTR_BUDGET, SweepState.budget_attr(2, 5400.0))
+    study.set_user_attr(schema.STUDY_ATTR_FINISHED, {"measured": 2, "by": "host:1"})
+    lines = sweep_status(study, info).lines()
+    assert lines[0].startswith("study overridden (trial_workloads:sleepy): 2 of 2 measured")
+    assert lines[0].endswith("0 running, time limit 1h30m")
+    assert lines[-1] == "finished: its budget of 2 trials is measured"

@@ -5,7 +5,7 @@ are steady on a loaded CPU and the default-vs-winner speedup is about 5x. The sl
 step's own work: with 10 ms tuned steps, CI's loaded 2-core machine measured the same config 3.3% slower
 than the sweep had, past the 3% tolerance; with 30 ms steps this 2-core machine, running the whole suite,
 once measured it 6.3% slower, past the 5.2% tolerance of that run, and CI's once 9.9% slower (50 ms), past 6.6%.
-So the steps are paced by a metronome now (trial_workloads._Metronome): a step takes its period whatever its own
+So the steps are paced by a metronome (trial_workloads._Metronome): a step takes its period whatever its own
 work took, up to the period. Neither choice is the workload's own default (60 ms): the PyTorch-default trial would
 take it, and the speedup would be the tuned step's over itself.
 """

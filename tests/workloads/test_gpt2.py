@@ -1,4 +1,4 @@
-"""The gpt2 workload's data modes: synthetic tokens as before, host token windows through a real loader and a trial."""
+"""The gpt2 workload's data modes: synthetic tokens, host token windows through a real loader and a trial."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The resnet50 workload's data modes: synthetic batches as before, host images through a real loader,
+"""The resnet50 workload's data modes: synthetic batches, host images through a real loader,
 a trial in a real process, and the shipped resnet50_data.yaml swept (shrunk to a CPU run)."""
 
 from __future__ import annotations
