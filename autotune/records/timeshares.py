@@ -66,7 +66,7 @@ class CompilePhases:
         other = max(0.0, self.compile_s - wall)  # autotuning, CUDA graph capture, cuDNN's search in the first steps
 
         return (
-            f"compiling by the compiler's clocks ({self.trials} trials, {minutes(self.compile_s)}): "
+            f"compiling by the compiler's clocks ({_trials(self.trials)}, {minutes(self.compile_s)}): "
             f"tracing {minutes(max(0.0, wall - inductor))}, Inductor {minutes(inductor)} (waiting for kernel "
             f"builds {minutes(wait)}), the first steps' other one-off work {minutes(other)}"
         )
@@ -93,13 +93,13 @@ class AheadTime:
         )
 
     def line(self) -> str | None:
-        """``compiled ahead, while other trials ran: 5 trials' graphs (2.9 min on the CPU); they waited 0.3 min for
-        them, counted as compiling``, or None where nothing was."""
+        """``compiled ahead, while other trials ran: the graphs of 5 trials (2.9 min on the CPU); they waited 0.3 min
+        for them, counted as compiling``, or None where nothing was."""
         if not self.trials:
             return None
         return (
-            f"compiled ahead, while other trials ran: {self.trials} trials' graphs ({minutes(self.compile_s)} on "
-            f"the CPU); they waited {minutes(self.wait_s)} for them, counted as compiling"
+            f"compiled ahead, while other trials ran: the graphs of {_trials(self.trials)} "
+            f"({minutes(self.compile_s)} on the CPU); they waited {minutes(self.wait_s)} for them, counted as compiling"
         )
 
 
@@ -127,7 +127,7 @@ class AutotuneTime:
         if not self.trials:
             return None
         return (
-            f"Triton kernels autotuning in their trials: {self.trials} trials, {minutes(self.seconds)}, "
+            f"Triton kernels autotuning in their trials: {_trials(self.trials)}, {minutes(self.seconds)}, "
             f"{minutes(self.compile_s)} of it compiling their configs"
         )
 
@@ -231,3 +231,8 @@ def time_shares(measured: Iterable[TrialRecord]) -> TimeShares:
                 remeasure_s += len(again.values) * record.duration_s
                 estimated = True
     return TimeShares(ok, pruned, failed, remeasure_s, runs, estimated, phases, ahead, autotuning)
+
+
+def _trials(count: int) -> str:
+    """``1 trial``, ``9 trials``."""
+    return f"{count} trial" if count == 1 else f"{count} trials"
