@@ -194,6 +194,10 @@ def test_data_knobs_default_to_pytorchs_loader_and_take_cli_strings() -> None:
     assert set(knobs.DATA_KNOBS) <= set(knobs.KNOB_SPECS) and set(knobs.DATA_KNOBS) <= set(defaults.to_params())
 
 
+def test_every_registered_knob_is_a_field_of_the_setting_in_the_registrys_order() -> None:
+    assert list(knobs.KNOB_SPECS) == list(Knobs().to_params())
+
+
 def test_step_context_steps_the_optimizer_it_was_applied_to() -> None:
     model = torch.nn.Linear(4, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
