@@ -62,7 +62,7 @@ def run_once(tuned: str, steps: int, steady: int) -> dict[str, Any]:
 
 
 def _ptxas_in_keys() -> dict[str, Any]:
-    """The ptxas this process's Triton keys name (:mod:`autotune.assembler`): the variable, and the version the
+    """The ptxas this process's Triton keys name (:mod:`autotune.knobs.assembler`): the variable, and the version the
     compile artifacts record for the device (:func:`autotune.tuned.artifacts.environment`; none on a CPU)."""
     import torch
 

@@ -7,8 +7,8 @@ ResNet-50 channels_last). VARIANT is what is compiled:
 
 - ``eager``: nothing;
 - ``model``: ``torch.compile(model)`` (``compile_scope=model``);
-- ``blocks``: ``block.compile()`` for each block :func:`autotune.regional.find_blocks` gives (``compile_scope=blocks``:
-  GPT-2's 12 transformer blocks, ResNet-50's stage-3 bottlenecks ``stages.8 .. stages.12``);
+- ``blocks``: ``block.compile()`` for each block :func:`autotune.knobs.regional.find_blocks` gives
+  (``compile_scope=blocks``: GPT-2's 12 transformer blocks, ResNet-50's stage-3 bottlenecks ``stages.8 .. stages.12``);
 - ``every-block``: ``block.compile()`` for every bottleneck of ResNet-50 (16, in 8 different shapes);
 - ``nested``: the whole model compiled, each GPT-2 block's forward a ``torch.compiler.nested_compile_region``.
 
@@ -27,7 +27,7 @@ import types
 
 import torch
 
-from autotune.regional import find_blocks
+from autotune.knobs.regional import find_blocks
 from autotune.workloads import gpt2, resnet50
 
 

@@ -520,7 +520,7 @@ def _kernels() -> str:
 
 
 def _inductor() -> str:
-    from autotune import inductor
+    from autotune.knobs import inductor
 
     _described(INDUCTOR_DOCS, inductor.ALLOWED, "INDUCTOR_DOCS")
     rows = []

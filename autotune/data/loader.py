@@ -7,7 +7,8 @@ from typing import Any
 
 from torch.utils.data import DataLoader, Dataset
 
-from autotune.knobs import DATA_KNOBS, Knobs
+from autotune.knobs.data_path import DATA_KNOBS
+from autotune.knobs.registry import Knobs
 
 __all__ = ["build_loader", "data_noops", "loader_kwargs"]
 

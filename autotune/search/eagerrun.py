@@ -34,7 +34,8 @@ __all__ = ["FULL_MATMULS", "FULL_PRECISION", "eager_run_s", "floored"]
 
 # PyTorch's default precision is fp32 arithmetic without TF32 (autotune.knobs): the same per-sample pace as fp32.
 FULL_PRECISION = frozenset({"default", "fp32"})
-# The fp32 matmul precisions that keep that pace: "high" runs TF32 matmuls, faster (autotune.knobs.MATMUL_PRECISIONS).
+# The fp32 matmul precisions that keep that pace: "high" runs TF32 matmuls, faster
+# (autotune.knobs.backends.MATMUL_PRECISIONS).
 FULL_MATMULS = frozenset({"auto", "highest"})
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
-from autotune.inductor import to_text
+from autotune.knobs.inductor import to_text
 
 __all__ = [
     "DEFAULT_TRIAL_TIMEOUT_S",
@@ -79,7 +79,7 @@ class SamplerSpec:
 @dataclass(frozen=True)
 class FinalistsSpec:
     """The ``finalists:`` stage: after the search, its ``top`` configurations re-tried with Inductor's
-    expensive options (``inductor``, typed by :mod:`autotune.inductor`) and/or another ``compile_mode``."""
+    expensive options (``inductor``, typed by :mod:`autotune.knobs.inductor`) and/or another ``compile_mode``."""
 
     top: int = 1
     compile_mode: str | None = None

@@ -15,7 +15,7 @@ from typing import Any
 
 from autotune import workloads
 from autotune.errors import AutotuneError
-from autotune.knobs import KNOB_SPECS, Knobs
+from autotune.knobs.registry import KNOB_SPECS, Knobs
 from autotune.space.params import ParamKind, ParamSpec, _is_number, _member, _show
 from autotune.space.problems import _INVALID, _check_keys, _did_you_mean, _quote, _Report, _section, _show_type
 from autotune.space.settings import WorkloadSpec

@@ -10,10 +10,11 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from autotune import inductor, workloads
+from autotune import workloads
 from autotune.errors import AutotuneError
 from autotune.expr import Expression
-from autotune.knobs import COMPILE_MODES
+from autotune.knobs import inductor
+from autotune.knobs.compile import COMPILE_MODES
 from autotune.space.params import ParamSpec, any_compiled
 from autotune.space.problems import (
     _INVALID,

@@ -13,7 +13,7 @@ the graphs and Inductor's options are the trial's. Only the compiler differs: :c
 graph to the very Inductor backend ``torch.compile`` would build, then returns a function that raises
 :class:`CompiledAhead` instead of running: nothing executes on the GPU and no activation memory is taken (the
 job holds the CUDA context, the model's parameters and one batch). The backward is compiled with the forward
-(:func:`autotune.knobs.compile_backward_with_forward`), as the trial and production compile it, so both graphs
+(:func:`autotune.knobs.compile.compile_backward_with_forward`), as the trial and production compile it, so both graphs
 land in the cache under the keys the trial will look up. A model with graph breaks is compiled up to its first
 graph; the trial compiles the rest. Kernels that Inductor benchmarks at their first launch (and CUDA graph capture,
 cuDNN's search) are the trial's: they need the GPU.
@@ -34,11 +34,11 @@ from typing import Any
 
 import torch
 
-from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.errors import AutotuneError
 from autotune.jobspec import TrialSpec
 from autotune.kernels.pinning import TrialPins
+from autotune.knobs.applying import apply
 from autotune.quiet import quiet_tf32_hint
 from autotune.trial.failures import classify
 from autotune.trial.job import configured, resolve_device, use_study_cache
@@ -138,7 +138,7 @@ def _compile(spec: TrialSpec) -> int:
         backends.append(CompileOnly(**arguments))
         return torch.compile(model, backend=backends[-1])
 
-    model, ctx = knobs_mod.apply(workload.model, optimizer, knobs, device.type, compile_fn=compile_only)
+    model, ctx = apply(workload.model, optimizer, knobs, device.type, compile_fn=compile_only)
     laid_out = prepare_pair(ctx, batch)
     with contextlib.suppress(CompiledAhead):
         TrainStep(workload, model, ctx, optimizer, lambda _index: laid_out)(0)

@@ -29,7 +29,8 @@ import torch
 
 from autotune import workloads
 from autotune.errors import AutotuneError
-from autotune.knobs import Knobs, StepContext
+from autotune.knobs.registry import Knobs
+from autotune.knobs.stepcontext import StepContext
 from autotune.quiet import quiet_tf32_hint
 from autotune.trial.job import resolve_device
 from autotune.trial.training import loader_batches

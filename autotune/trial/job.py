@@ -18,13 +18,14 @@ from typing import Any
 
 import torch
 
-from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
 from autotune.jobspec import TrialSpec
 from autotune.kernels import autotuning
 from autotune.kernels.choices import autotuned_choices
 from autotune.kernels.pinning import TrialPins
+from autotune.knobs.precision import AUTOCAST_DTYPES
+from autotune.knobs.registry import KNOB_SPECS, Knobs
 from autotune.quiet import quiet_tf32_hint
 from autotune.results import Status, TrialResult
 from autotune.trial import artifacts as trialartifacts
@@ -50,12 +51,12 @@ def split_params(params: dict[str, Any], build: Callable[..., Any]) -> tuple[dic
     accepted = workloads.workload_params(build)
     knob_params, workload_params = {}, {}
     for name, value in params.items():
-        if name in knobs_mod.KNOB_SPECS:
+        if name in KNOB_SPECS:
             knob_params[name] = value
         elif name in accepted:
             workload_params[name] = workloads.coerce_param(name, value, accepted[name])
         else:
-            options = ", ".join([*knobs_mod.KNOB_SPECS, *accepted])
+            options = ", ".join([*KNOB_SPECS, *accepted])
             raise AutotuneError(f"unknown parameter {name!r}; this workload takes: {options}")
     return knob_params, workload_params
 
@@ -66,7 +67,7 @@ def check_spec(spec: TrialSpec) -> None:
     if spec.workload in workloads.BUILTIN and spec.preset not in workloads.PRESETS:
         raise AutotuneError(f"preset {spec.preset!r} is not valid: expected one of {', '.join(workloads.PRESETS)}")
     knob_params, _ = split_params(spec.params, build)
-    knobs_mod.Knobs.from_params(knob_params)
+    Knobs.from_params(knob_params)
     resolve_device(spec.device)
 
 
@@ -110,15 +111,15 @@ def use_study_cache(spec: TrialSpec) -> None:
     """Point this process's compile caches at the spec's study folder (when it names one), in the folder of its
     autocast dtype (:mod:`autotune.trial.compilecache`)."""
     if spec.compile_cache_dir is not None:
-        autocast = knobs_mod.AUTOCAST_DTYPES.get(str(spec.params.get("precision", "default")))
+        autocast = AUTOCAST_DTYPES.get(str(spec.params.get("precision", "default")))
         compilecache.use(spec.compile_cache_dir, autocast)
 
 
-def configured(spec: TrialSpec, kernel_params: dict[str, Any]) -> tuple[knobs_mod.Knobs, dict[str, Any]]:
+def configured(spec: TrialSpec, kernel_params: dict[str, Any]) -> tuple[Knobs, dict[str, Any]]:
     """The spec's knobs and its workload's own params (``kernel_params``, the pinned kernels', set apart)."""
     plain = {name: value for name, value in spec.params.items() if name not in kernel_params}
     knob_params, workload_params = split_params(plain, workloads.resolve(spec.workload))
-    return knobs_mod.Knobs.from_params(knob_params), workload_params
+    return Knobs.from_params(knob_params), workload_params
 
 
 def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> TrialResult:

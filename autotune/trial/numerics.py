@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 
 import torch
 
-from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
 from autotune.kernels.untuned import cannot_run_here, first_configs
+from autotune.knobs.backends import strict_fp32
 
 __all__ = ["LOSS_TOLERANCE", "Reference", "check_first_loss", "check_losses", "pair", "reference_pass"]
 
@@ -53,7 +53,7 @@ def reference_pass(workload: workloads.Workload, batch: Any) -> Reference:
     inputs, targets = pair(batch)
 
     def strict_fp32_loss() -> float:
-        with knobs_mod.strict_fp32(), torch.no_grad():
+        with strict_fp32(), torch.no_grad():
             return float(loss_fn(workload.model(inputs), targets))
 
     with first_configs() as cut:

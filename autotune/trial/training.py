@@ -22,12 +22,14 @@ from typing import Any
 
 import torch
 
-from autotune import knobs as knobs_mod
 from autotune import workloads
 from autotune.data import LoaderBatches, SyntheticBatches, build_loader, data_noops, wait_metrics
 from autotune.errors import AutotuneError, first_line
 from autotune.jobspec import KERNELS_AUTOTUNING, MeasureSettings, TrialSpec, Unreachable
 from autotune.kernels.autotuning import autotuning_metrics
+from autotune.knobs.applying import apply
+from autotune.knobs.registry import Knobs
+from autotune.knobs.stepcontext import StepContext
 from autotune.results import Status, TrialResult
 from autotune.trial.compilephases import compile_phases
 from autotune.trial.eagerprobe import EagerProbe, eager_twin
@@ -53,7 +55,7 @@ class TrainingTrial:
     spec: TrialSpec
     device: torch.device
     settings: MeasureSettings
-    knobs: knobs_mod.Knobs
+    knobs: Knobs
     params: dict[str, Any]
     workload: workloads.Workload
     batch_size: int
@@ -79,7 +81,7 @@ HOPELESS_MARGIN = 2.0
 HOPELESS_AFTER = 2  # steps after the first before the warm-up may be judged hopeless
 
 
-def _hopeless(trial: TrainingTrial, ctx: knobs_mod.StepContext) -> Callable[[list[float]], bool] | None:
+def _hopeless(trial: TrainingTrial, ctx: StepContext) -> Callable[[list[float]], bool] | None:
     """Whether the warm-up's steps so far already put the configuration out of the pruning line's reach.
 
     None where the sweep does not prune; behind a loader, whose first steps wait for its workers to start; and where
@@ -200,12 +202,12 @@ def measure_training(trial: TrainingTrial) -> TrialResult:
     return _measure_loader(trial) if trial.behind_loader else _measure_synthetic(trial)
 
 
-def _apply_knobs(trial: TrainingTrial) -> tuple[torch.nn.Module, knobs_mod.StepContext, torch.optim.Optimizer]:
+def _apply_knobs(trial: TrainingTrial) -> tuple[torch.nn.Module, StepContext, torch.optim.Optimizer]:
     """The model to train, its step context and optimizer, with every model knob applied."""
     if trial.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(trial.device)
     optimizer = torch.optim.AdamW(trial.workload.model.parameters(), lr=1e-4)
-    model, ctx = knobs_mod.apply(trial.workload.model, optimizer, trial.knobs, trial.device.type)
+    model, ctx = apply(trial.workload.model, optimizer, trial.knobs, trial.device.type)
     return model, ctx, optimizer
 
 
@@ -236,9 +238,7 @@ def _measure_loader(trial: TrainingTrial) -> TrialResult:
         source.close()
 
 
-def loader_batches(
-    workload: workloads.Workload, batch_size: int, knobs: knobs_mod.Knobs, device: torch.device
-) -> LoaderBatches:
+def loader_batches(workload: workloads.Workload, batch_size: int, knobs: Knobs, device: torch.device) -> LoaderBatches:
     """The workload's dataset through the DataLoader and the copy to ``device`` that the data knobs describe (a trial's,
     and :mod:`autotune.trial.firststeps`' production start)."""
     assert workload.dataset is not None
@@ -254,7 +254,7 @@ def loader_batches(
     )
 
 
-def _worker_start(knobs: knobs_mod.Knobs) -> dict[str, Any]:
+def _worker_start(knobs: Knobs) -> dict[str, Any]:
     """Start the loader's workers the way a training script on this platform does (fork on Linux).
 
     A trial process comes from a forkserver, so its own default is forkserver: each worker would be
@@ -270,7 +270,7 @@ def _run_steps(
     trial: TrainingTrial,
     step: TrainStep,
     reference: Reference,
-    ctx: knobs_mod.StepContext,
+    ctx: StepContext,
     source: LoaderBatches | None,
 ) -> TrialResult:
     """First step (checked), warm-up, timed window, metrics; then the profile if the spec asks for one."""
@@ -313,7 +313,7 @@ def _run_steps(
     return result
 
 
-def _record_blocks(ctx: knobs_mod.StepContext, result: TrialResult) -> None:
+def _record_blocks(ctx: StepContext, result: TrialResult) -> None:
     """What ``compile_scope=blocks`` compiled: ``compiled_blocks`` (how many, one by one) and ``compiled_block``
     (which); a model without repeated blocks was compiled whole, and a warning says why."""
     if ctx.blocks is None:

@@ -15,7 +15,7 @@ import torch
 
 from autotune import workloads
 from autotune.errors import AutotuneError
-from autotune.knobs import StepContext
+from autotune.knobs.stepcontext import StepContext
 from autotune.trial.numerics import pair
 
 __all__ = ["TrainStep", "prepare_pair"]

@@ -76,10 +76,10 @@ from typing import Any
 
 import torch
 
-from autotune import assembler
 from autotune.atomicfile import write_atomically
 from autotune.errors import AutotuneError
 from autotune.host import cpu_model
+from autotune.knobs import assembler
 from autotune.tuned import tritonfiles
 
 __all__ = [
@@ -134,8 +134,8 @@ def environment(device: torch.device | str) -> dict[str, str]:
 
 def _ptxas_version(device: torch.device) -> str | None:
     """The version of the ptxas whose version Triton's keys hold for ``device``'s GPU, after torch's choice of it
-    (:func:`autotune.assembler.pin`): ``Build cuda_13.0.r13.0/compiler.36424714_0``. A kernel shipped under another
-    is not found (the start compiles as without artifacts), so a start says which differs. None without Triton's
+    (:func:`autotune.knobs.assembler.pin`): ``Build cuda_13.0.r13.0/compiler.36424714_0``. A kernel shipped under
+    another is not found (the start compiles as without artifacts), so a start says which differs. None without Triton's
     NVIDIA backend or a ptxas to ask."""
     assembler.pin()
     try:
@@ -174,8 +174,8 @@ def _memory_format_name(memory_format: torch.memory_format) -> str:
 
 def stable_cache_keys() -> None:
     """Pickle torch's memory formats as ``torch.<name>`` in this process, whatever it imported first (see the
-    module docstring), and name torch's own ``ptxas`` in Triton's keys (:func:`autotune.assembler.pin`): the compile
-    caches' keys of a graph are then the same in the trial and in production. Call it before anything compiles;
+    module docstring), and name torch's own ``ptxas`` in Triton's keys (:func:`autotune.knobs.assembler.pin`): the
+    compile caches' keys of a graph are then the same in the trial and in production. Call it before anything compiles;
     calling it again does nothing more."""
     copyreg.pickle(torch.memory_format, _memory_format_name)
     assembler.pin()

@@ -16,10 +16,12 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.data import build_loader
 from autotune.errors import AutotuneError
 from autotune.kernels.pinning import pin_tuned
+from autotune.knobs.applying import apply as apply_knobs  # `apply` is also a TunedConfig method
+from autotune.knobs.registry import Knobs
+from autotune.knobs.stepcontext import StepContext
 from autotune.tuned import artifacts as compileartifacts
 from autotune.tuned import frameworks
 
@@ -52,9 +54,9 @@ class TunedConfig:
         """The tuned batch size, for the user's data loader (``apply`` cannot change it)."""
         return self.knobs.get("batch_size")
 
-    def to_knobs(self) -> knobs_mod.Knobs:
+    def to_knobs(self) -> Knobs:
         """The knobs as :class:`autotune.knobs.Knobs` (unknown names raise AutotuneError)."""
-        return knobs_mod.Knobs.from_params(self.knobs)
+        return Knobs.from_params(self.knobs)
 
     def apply(
         self,
@@ -62,7 +64,7 @@ class TunedConfig:
         optimizer: torch.optim.Optimizer | None = None,
         *,
         device_type: str | None = None,
-    ) -> tuple[torch.nn.Module, knobs_mod.StepContext]:
+    ) -> tuple[torch.nn.Module, StepContext]:
         """Apply the knobs to ``model`` (and ``optimizer``) exactly as the trials did.
 
         Call it once the model is on its device and before the optimizer's first step.
@@ -85,7 +87,7 @@ class TunedConfig:
             compileartifacts.stable_cache_keys()  # the compile caches' keys the trials computed
             if self.compile_artifacts:
                 self.artifacts_load = self._load_artifacts(device)
-        applied = knobs_mod.apply(model, optimizer, knobs, device_type)
+        applied = apply_knobs(model, optimizer, knobs, device_type)
         pin_tuned(self.kernels)  # listed Triton kernels launch their tuned configs, without autotuning
         return applied
 

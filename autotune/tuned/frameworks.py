@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from autotune.knobs import Knobs
+from autotune.knobs.registry import Knobs
 
 __all__ = ["FrameworkWarning", "hf_training_args", "lightning_trainer_kwargs"]
 

@@ -7,7 +7,7 @@ another:
 - **launchers.** Triton calls each compiled kernel through a small C launcher that it builds with the host's C
   compiler, one per kernel signature, and keeps in its cache folder as ``<key>/<name><EXT_SUFFIX>`` (the key hashed
   from the launcher's source). Inductor's static launcher makes them unnecessary, but where it is off (the
-  coordinate-descent workaround of :func:`autotune.inductor.cache_workarounds`) every kernel needs one. All of the
+  coordinate-descent workaround of :func:`autotune.knobs.inductor.cache_workarounds`) every kernel needs one. All of the
   Triton folder's launchers are shipped (tens of kB each).
 - **kernels built at run time.** Coordinate descent tunes a kernel at its first launch, after the compile, and builds
   each block size it tries then; the winner's cubin is in the Triton folder, and the tuned config in Inductor's
@@ -21,7 +21,7 @@ another:
   launchers alone and 6.1 s from warm cache folders. Such a cold start, profiled, built 37 kernels again
   (``make_cubin``, in ``async_compile.precompile``: 7.4 s against 0.4 s warm), and ResNet-50's 315 whose keys none
   of the trial's 1249 kernel folders has (47.3 s, 15.9 s warm; kernels built again under another key:
-  :mod:`autotune.assembler`). Every kernel folder this process wrote ships, not only the winners tuned configs
+  :mod:`autotune.knobs.assembler`). Every kernel folder this process wrote ships, not only the winners tuned configs
   name: shipping only those (80 of ResNet-50's 1,084 on an H200) made its start build 126 kernels from source
   (31-39 s against 12-19 s).
 

@@ -17,9 +17,9 @@ import optuna
 import yaml
 
 import autotune
-from autotune import knobs as knobs_mod  # `knobs` is also a TunedConfig field
 from autotune.atomicfile import write_atomically as _write_atomically
 from autotune.errors import AutotuneError
+from autotune.knobs.registry import KNOB_SPECS, Knobs
 from autotune.numbers import number
 from autotune.records import StudyInfo, StudyRecords, TrialRecord
 from autotune.results import TrialResult
@@ -125,14 +125,14 @@ def _config(records: StudyRecords, info: StudyInfo, record: TrialRecord, storage
     assert result is not None  # a chosen trial is a measured one
     # result.params are the resolved params the trial ran with (all knobs, the batch size it used).
     resolved = {k: v for k, v in result.params.items() if v is not None}
-    tuned_knobs = {k: resolved[k] for k in knobs_mod.KNOB_SPECS if k in resolved}  # in the knobs' own order
-    knobs = knobs_mod.Knobs.from_params(tuned_knobs)  # refuse to write what load() would reject
+    tuned_knobs = {k: resolved[k] for k in KNOB_SPECS if k in resolved}  # in the knobs' own order
+    knobs = Knobs.from_params(tuned_knobs)  # refuse to write what load() would reject
     if knobs.inductor_options:
         tuned_knobs["inductor"] = knobs.inductor_options  # a mapping in the file; load() reads either form
     kernel_params = {name for pinned in result.kernels.values() for name in pinned.get("params", [])}
     return TunedConfig(
         knobs=tuned_knobs,
-        params={k: v for k, v in resolved.items() if k not in knobs_mod.KNOB_SPECS and k not in kernel_params},
+        params={k: v for k, v in resolved.items() if k not in KNOB_SPECS and k not in kernel_params},
         workload=_workload(info),
         kernels={**_kernels(info, result), **_listed_kernels(result)},
         provenance=_provenance(records, record, storage),

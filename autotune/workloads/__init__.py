@@ -101,7 +101,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset
 
 from autotune.errors import AutotuneError
-from autotune.knobs import parse_bool
+from autotune.knobs.spec import parse_bool
 from autotune.usermodules import import_user_module
 
 __all__ = [

@@ -92,7 +92,8 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """The decoder; ``forward`` returns logits, or with ``return_hidden`` the final hidden states (``head`` unused)."""
 
-    # What compile_scope=blocks compiles one by one (autotune.regional): the transformer layers, one graph for all.
+    # What compile_scope=blocks compiles one by one (autotune.knobs.regional): the transformer layers, one graph for
+    # all.
     _repeated_blocks = ("Block",)
 
     def __init__(self, cfg: GPTConfig, norm: str = "torch", return_hidden: bool = False) -> None:

@@ -65,9 +65,10 @@ class Bottleneck(nn.Module):
 
 class ResNet(nn.Module):
     """Names no blocks for ``compile_scope=blocks``: its stages differ (widths, and a first bottleneck that strides and
-    projects), so the largest set of identical blocks is stage 3's last 5 of 16 bottlenecks (autotune.regional finds
-    them). Compiled so, a training step was slower than eager on an H100; every bottleneck compiled, 8 graphs took
-    longer than the whole model (BENCHMARKS.md). ``search_spaces/resnet50.yaml`` does not search the scope."""
+    projects), so the largest set of identical blocks is stage 3's last 5 of 16 bottlenecks
+    (autotune.knobs.regional finds them). Compiled so, a training step was slower than eager on an H100; every
+    bottleneck compiled, 8 graphs took longer than the whole model (BENCHMARKS.md). ``search_spaces/resnet50.yaml``
+    does not search the scope."""
 
     def __init__(self, layers: tuple[int, ...], width: int = 64, classes: int = 1000) -> None:
         super().__init__()

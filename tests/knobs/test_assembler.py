@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from autotune import assembler, knobs
-from autotune.knobs import Knobs
+from autotune import knobs
+from autotune.knobs import Knobs, assembler
 from autotune.tuned import artifacts
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # A fresh interpreter applies the knobs, then says which ptxas Triton's keys name (the variable; the version Triton
 # caches at its first key, asked after the compiled step when there is a GPU).

@@ -194,6 +194,10 @@ def test_data_knobs_default_to_pytorchs_loader_and_take_cli_strings() -> None:
     assert set(knobs.DATA_KNOBS) <= set(knobs.KNOB_SPECS) and set(knobs.DATA_KNOBS) <= set(defaults.to_params())
 
 
+def test_every_registered_knob_is_a_field_of_the_setting_in_the_registrys_order() -> None:
+    assert list(knobs.KNOB_SPECS) == list(Knobs().to_params())
+
+
 def test_step_context_steps_the_optimizer_it_was_applied_to() -> None:
     model = torch.nn.Linear(4, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -261,11 +265,11 @@ def test_inductor_options_go_to_torch_compile_with_the_modes_own() -> None:
 
 
 def test_coordinate_descent_keeps_its_tuned_blocks_through_the_cache_on_torch_before_2_13() -> None:
-    """torch 2.11's static launcher loses coordinate descent's cached block sizes (autotune.inductor), and so does a
-    kernel built by a compile worker (pickled without them): Triton's own launcher and builds in the process; 2.12
-    fixed the first. Before 2.13 the RBLOCK halving after a cache hit saves its pick unmarked: off. Without
+    """torch 2.11's static launcher loses coordinate descent's cached block sizes (autotune.knobs.inductor), and so
+    does a kernel built by a compile worker (pickled without them): Triton's own launcher and builds in the process;
+    2.12 fixed the first. Before 2.13 the RBLOCK halving after a cache hit saves its pick unmarked: off. Without
     coordinate descent nothing is needed."""
-    from autotune.inductor import cache_workarounds
+    from autotune.knobs.inductor import cache_workarounds
 
     tuned = {"coordinate_descent_tuning": True}
     assert cache_workarounds(tuned, "2.11.0+cu130") == {

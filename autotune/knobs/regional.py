@@ -1,6 +1,6 @@
 """Regional compilation: a model's repeated blocks, named or found, compiled one by one in place.
 
-``compile_scope=blocks`` (a knob, :mod:`autotune.knobs`) compiles each repeated block of a model with
+``compile_scope=blocks`` (a knob, :mod:`autotune.knobs.compile`) compiles each repeated block of a model with
 ``block.compile(...)`` instead of wrapping the whole model in ``torch.compile`` (PyTorch's regional compilation
 recipe). Dynamo compiles the first block's forward; structurally identical blocks pass its guards (their
 parameters are the graph's inputs, torch >= 2.5) and reuse the compiled code, so a 12-layer transformer

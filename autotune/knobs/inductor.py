@@ -77,8 +77,8 @@ def cache_workarounds(options: Mapping[str, Any], torch_version: str | None = No
       production starts on an H100 spent 8.8 and 14.0 s tuning so (BENCHMARKS.md). Coordinate descent tunes
       RBLOCK itself, so the halving is off where it runs: ``dynamic_scale_rblock: False``.
 
-    The trial compiles with the same options as production (:func:`autotune.knobs.compile_arguments`), so what it
-    measured is what ships. An option the space sets itself is left as it is.
+    The trial compiles with the same options as production (:func:`autotune.knobs.compile.compile_arguments`), so
+    what it measured is what ships. An option the space sets itself is left as it is.
     """
     import torch  # the version, and below Inductor's config: only knobs with Inductor options ask
     from torch.torch_version import TorchVersion

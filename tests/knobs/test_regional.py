@@ -15,7 +15,7 @@ from autotune import knobs
 from autotune.errors import InvalidCombination
 from autotune.jobspec import Pruning, TrialSpec
 from autotune.knobs import Knobs
-from autotune.regional import find_blocks, signature
+from autotune.knobs.regional import find_blocks, signature
 from autotune.results import Status
 from autotune.trial.eagerprobe import EagerProbe, eager_twin
 from autotune.trial.job import run_trial

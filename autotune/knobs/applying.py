@@ -1,0 +1,60 @@
+"""The one place where the knobs are applied: :func:`apply` walks the families in order.
+
+The trial job and production ``autotune.load(...).apply(model, optimizer)`` both call it, so the configuration that
+was measured is exactly the one that ships.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autotune.knobs import assembler, backends, precision
+from autotune.knobs.compile import compile_model
+from autotune.knobs.memory_format import lay_out
+from autotune.knobs.optimizer import set_fused
+from autotune.knobs.registry import Knobs
+from autotune.knobs.stepcontext import StepContext
+
+__all__ = ["apply", "apply_backend_flags"]
+
+
+def apply(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    knobs: Knobs,
+    device_type: str,
+    compile_fn: Callable[..., Any] = torch.compile,
+) -> tuple[torch.nn.Module, StepContext]:
+    """Apply every knob: backend flags, memory format, optimizer, compile; return the model to train.
+
+    With ``compile_scope=blocks`` the model returned is ``model`` itself (its class, its ``state_dict`` keys), its
+    repeated blocks compiled in place; the step context's ``blocks`` says which. Raises
+    :class:`~autotune.errors.InvalidCombination` for settings that cannot run together.
+    """
+    knobs.check_combination(device_type)
+    assembler.pin()  # before anything compiles: the trial's and production's Triton keys then agree
+    noops = backends.set_flags(
+        knobs.cudnn_benchmark, knobs.cudnn_deterministic, knobs.precision, knobs.matmul_precision, device_type
+    )
+    model, channels_last, unlaid = lay_out(model, knobs.memory_format)
+    if knobs.fused_optimizer and optimizer is not None:
+        set_fused(optimizer)
+    compiled = compile_model(
+        model, knobs.compile_mode, knobs.compile_scope, knobs.inductor_options, device_type, compile_fn
+    )
+    dtype = precision.autocast_dtype(knobs.precision)
+    scaler = precision.grad_scaler(knobs.precision, device_type)
+    noops += unlaid + compiled.noops
+    ctx = StepContext(device_type, dtype, channels_last, compiled.cudagraphs, scaler, noops, optimizer, compiled.blocks)
+    return compiled.model, ctx
+
+
+def apply_backend_flags(knobs: Knobs, device_type: str) -> list[str]:
+    """Set the process-wide backend flags the knobs ask for (:mod:`autotune.knobs.backends`); return the knobs
+    that were no-ops."""
+    return backends.set_flags(
+        knobs.cudnn_benchmark, knobs.cudnn_deterministic, knobs.precision, knobs.matmul_precision, device_type
+    )
