@@ -435,21 +435,23 @@ def _described(docs: Mapping[str, Any], names: Iterable[str], where: str) -> Non
 def _top_keys(vocab: Mapping[str, str], defaults: Mapping[str, str]) -> str:
     from autotune.space.validate import _TOP_KEYS
 
-    _described(TOP_DOCS, _TOP_KEYS, "TOP_DOCS")
-    rows = []
-    for key in _TOP_KEYS:
-        doc = TOP_DOCS[key]
-        default = doc.default or defaults.get(key, "unset")
-        rows.append((f"`{key}`", _fill(doc.values, vocab), default, _fill(doc.doc, vocab)))
-    return _table(("key", "values", "default", "what it does"), rows)
+    return _key_table(_TOP_KEYS, TOP_DOCS, "TOP_DOCS", vocab, defaults)
 
 
 def _section_keys(section: str, vocab: Mapping[str, str], defaults: Mapping[str, str]) -> str:
     keys = [f"{section}.{key}" for key in space_sections()[section]]
-    _described(SECTION_DOCS, keys, "SECTION_DOCS")
+    return _key_table(keys, SECTION_DOCS, "SECTION_DOCS", vocab, defaults)
+
+
+def _key_table(
+    keys: Iterable[str], docs: Mapping[str, Any], where: str, vocab: Mapping[str, str], defaults: Mapping[str, str]
+) -> str:
+    """The table of ``keys`` as ``docs`` (the dictionary named ``where``) describes them; every key must be there."""
+    keys = list(keys)
+    _described(docs, keys, where)
     rows = []
     for key in keys:
-        doc = SECTION_DOCS[key]
+        doc = docs[key]
         default = doc.default or defaults.get(key, "unset")
         rows.append((f"`{key}`", _fill(doc.values, vocab), default, _fill(doc.doc, vocab)))
     return _table(("key", "values", "default", "what it does"), rows)
