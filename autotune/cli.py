@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import shlex
 import signal
@@ -10,7 +11,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import Any, NamedTuple, NoReturn, cast
 
 import click
 
@@ -144,119 +145,142 @@ def validate(space_files: tuple[Path, ...]) -> None:
         raise AutotuneError("\n".join(problems))
 
 
+class _Flag(NamedTuple):
+    """One option of ``autotune sweep``: its flag, the :class:`~autotune.sweep.SweepOptions` field it sets (also
+    the parsed value's name), its help, click's other arguments, and what turns the parsed value into the field's."""
+
+    flag: str
+    field: str
+    help: str
+    click: dict[str, Any]
+    convert: Callable[[Any], Any] | None
+
+
+def _flag(flag: str, field: str, help: str, *, convert: Callable[[Any], Any] | None = None, **click: Any) -> _Flag:
+    """A row of :data:`_SWEEP_FLAGS`; ``click`` is click.option's other arguments (a default is shown in --help)."""
+    return _Flag(flag, field, help, {"show_default": click.get("default") is not None, **click}, convert)
+
+
+def _profile_steps(profile: bool) -> int:
+    from autotune.profiling import DEFAULT_STEPS
+
+    return DEFAULT_STEPS if profile else 0
+
+
+def _gpu_list(gpus: str | None) -> tuple[str, ...]:
+    from autotune.sweep.gpus import parse_gpus
+
+    return parse_gpus(gpus) if gpus else ()
+
+
+# Every option of `autotune sweep`, in --help's order: one row here and one SweepOptions field make a new one.
+# (Here, not on SweepOptions' fields: importing autotune.sweep imports torch, and --help should not wait for it.)
+_SWEEP_FLAGS = (
+    _flag("--study", "study_name", "Study name (default: the space file's name). Same name = resume."),
+    _flag("--n-trials", "n_trials", "Measured trials in total, finished ones included.", type=click.IntRange(min=1)),
+    _flag("--timeout", "timeout_s", "Stop starting trials after this long: 90s, 30m, 8h.", callback=_duration),
+    _flag("--storage", "storage", "Optuna RDB URL, or memory.", default="sqlite:///autotune.db"),
+    _flag("--device", "device", "Override the space's device: auto, cpu, cuda, cuda:N."),
+    _flag("--seed", "seed", "Override the space's sampler seed.", type=int),
+    _flag("--replay", "replay", "Answer trials from recorded measurements (JSON).", type=click.Path(path_type=Path)),
+    _flag(
+        "--tracking-uri",
+        "tracking_uri",
+        "MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).",
+    ),
+    _flag("--no-mlflow", "tracking", "Do not log to MLflow.", convert=operator.not_, is_flag=True),
+    _flag("--memory-cap", "memory_cap_gib", "Fail trial allocations past this much memory.", type=float, metavar="GIB"),
+    _flag("--remeasure-top", "remeasure_top", "Measure the best K again.", type=click.IntRange(min=0), default=3),
+    _flag("--remeasure-repeats", "remeasure_repeats", "... R times each.", type=click.IntRange(min=1), default=3),
+    _flag(
+        "--patience",
+        "patience",
+        "Stop after N measured trials in a row without a new best.",
+        type=click.IntRange(min=1),
+    ),
+    _flag(
+        "--prune-below",
+        "prune_ratio",
+        "Stop a trial after warm-up if its throughput is under this fraction of the best (0: never).",
+        type=click.FloatRange(0, 1),
+        default=0.5,
+    ),
+    _flag(
+        "--profile",
+        "profile_steps",
+        "At the end, profile the PyTorch defaults and the winner side by side.",
+        convert=_profile_steps,
+        is_flag=True,
+    ),
+    _flag(
+        "--warm-start",
+        "warm_start",
+        "Start the sampler from STUDY's measured trials (same storage): evidence, never trials of this study.",
+        metavar="STUDY",
+    ),
+    _flag(
+        "--no-informed-start",
+        "informed_start",
+        "Do not measure, after the default, the configuration an expert would try first on this device.",
+        convert=operator.not_,
+        is_flag=True,
+    ),
+    _flag(
+        "--no-rehearse-start",
+        "rehearse_start",
+        "Do not run the winner's production start once at the end (it ships what that start built).",
+        convert=operator.not_,
+        is_flag=True,
+    ),
+    _flag(
+        "--no-report",
+        "report",
+        "Do not write the HTML report at the end (`autotune report` writes it any time).",
+        convert=operator.not_,
+        is_flag=True,
+    ),
+    _flag(
+        "--compile-ahead/--no-compile-ahead",
+        "compile_ahead",
+        "Compile the search's next graphs on the idle CPU while trials run [default: on a GPU, one worker, 8+ cores].",
+        default=None,
+    ),
+    _flag(
+        "--gpus",
+        "gpus",
+        "One worker per GPU, one study: 0,1,2,3 (nvidia-smi numbering) or all. With --device cpu, CPU workers.",
+        convert=_gpu_list,
+        metavar="LIST",
+    ),
+)
+
+
+def _sweep_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with every option of :data:`_SWEEP_FLAGS`, each passed as the SweepOptions field it sets."""
+    for flag in reversed(_SWEEP_FLAGS):  # click lists a command's options in decorator order, top first
+        command = click.option(flag.flag, flag.field, help=flag.help, **flag.click)(command)
+    return command
+
+
+def _sweep_options(parsed: dict[str, Any]) -> dict[str, Any]:
+    """The SweepOptions fields that ``autotune sweep``'s parsed options (keyed by field) ask for."""
+    return {f.field: parsed[f.field] if f.convert is None else f.convert(parsed[f.field]) for f in _SWEEP_FLAGS}
+
+
 @cli.command()
 @click.argument("space_file", type=click.Path(path_type=Path))
-@click.option("--study", "study_name", help="Study name (default: the space file's name). Same name = resume.")
-@click.option("--n-trials", type=click.IntRange(min=1), help="Measured trials in total, finished ones included.")
-@click.option("--timeout", callback=_duration, help="Stop starting trials after this long: 90s, 30m, 8h.")
-@click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL, or memory.")
-@click.option("--device", help="Override the space's device: auto, cpu, cuda, cuda:N.")
-@click.option("--seed", type=int, help="Override the space's sampler seed.")
-@click.option("--replay", type=click.Path(path_type=Path), help="Answer trials from recorded measurements (JSON).")
-@click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")
-@click.option("--no-mlflow", is_flag=True, help="Do not log to MLflow.")
-@click.option("--memory-cap", type=float, metavar="GIB", help="Fail trial allocations past this much memory.")
-@click.option(
-    "--remeasure-top", type=click.IntRange(min=0), default=3, show_default=True, help="Measure the best K again."
-)
-@click.option("--remeasure-repeats", type=click.IntRange(min=1), default=3, show_default=True, help="... R times each.")
-@click.option(
-    "--patience", type=click.IntRange(min=1), help="Stop after N measured trials in a row without a new best."
-)
-@click.option(
-    "--prune-below",
-    type=click.FloatRange(0, 1),
-    default=0.5,
-    show_default=True,
-    help="Stop a trial after warm-up if its throughput is under this fraction of the best (0: never).",
-)
-@click.option("--profile", is_flag=True, help="At the end, profile the PyTorch defaults and the winner side by side.")
-@click.option(
-    "--warm-start",
-    metavar="STUDY",
-    help="Start the sampler from STUDY's measured trials (same storage): evidence, never trials of this study.",
-)
-@click.option(
-    "--no-informed-start",
-    is_flag=True,
-    help="Do not measure, after the default, the configuration an expert would try first on this device.",
-)
-@click.option(
-    "--no-rehearse-start",
-    is_flag=True,
-    help="Do not run the winner's production start once at the end (it ships what that start built).",
-)
-@click.option(
-    "--no-report", is_flag=True, help="Do not write the HTML report at the end (`autotune report` writes it any time)."
-)
-@click.option(
-    "--compile-ahead/--no-compile-ahead",
-    default=None,
-    help="Compile the search's next graphs on the idle CPU while trials run [default: on a GPU, one worker, 8+ cores].",
-)
-@click.option(
-    "--gpus",
-    metavar="LIST",
-    help="One worker per GPU, one study: 0,1,2,3 (nvidia-smi numbering) or all. With --device cpu, CPU workers.",
-)
+@_sweep_flags
 @_names_storage_faults
-def sweep(
-    space_file: Path,
-    study_name: str | None,
-    n_trials: int | None,
-    timeout: float | None,
-    storage: str,
-    device: str | None,
-    seed: int | None,
-    replay: Path | None,
-    tracking_uri: str | None,
-    no_mlflow: bool,
-    memory_cap: float | None,
-    remeasure_top: int,
-    remeasure_repeats: int,
-    patience: int | None,
-    prune_below: float,
-    profile: bool,
-    warm_start: str | None,
-    no_informed_start: bool,
-    no_rehearse_start: bool,
-    no_report: bool,
-    compile_ahead: bool | None,
-    gpus: str | None,
-) -> None:
+def sweep(space_file: Path, **flags: Any) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
-    from autotune.profiling import DEFAULT_STEPS
     from autotune.space import load_space
     from autotune.sweep import SweepOptions, run_sweep
-    from autotune.sweep.gpus import parse_gpus
     from autotune.sweep.summary import summary_text
 
-    space = load_space(space_file, replay=replay is not None)
-    options = SweepOptions(
-        study_name=study_name,
-        storage=storage,
-        n_trials=n_trials,
-        timeout_s=timeout,
-        device=device,
-        seed=seed,
-        replay=replay,
-        tracking=not no_mlflow,
-        tracking_uri=tracking_uri,
-        memory_cap_gib=memory_cap,
-        remeasure_top=remeasure_top,
-        remeasure_repeats=remeasure_repeats,
-        patience=patience,
-        prune_ratio=prune_below,
-        profile_steps=DEFAULT_STEPS if profile else 0,
-        gpus=parse_gpus(gpus) if gpus else (),
-        warm_start=warm_start,
-        informed_start=not no_informed_start,
-        rehearse_start=not no_rehearse_start,
-        report=not no_report,
-        compile_ahead=compile_ahead,
-    )
+    space = load_space(space_file, replay=flags["replay"] is not None)
+    options = SweepOptions(**_sweep_options(flags))
     summary = run_sweep(space, options)
-    click.echo(summary_text(summary, storage))
+    click.echo(summary_text(summary, options.storage))
 
 
 @cli.command()
