@@ -45,9 +45,11 @@ def test_a_slow_dataset_is_input_bound(runner: TrialRunner) -> None:
 
 
 def test_workers_load_in_parallel_and_a_fast_dataset_is_not_input_bound(runner: TrialRunner) -> None:
-    slow = runner.run(spec("data_workloads:host_mlp", delay_ms=2.0, batch_size=8), timeout_s=60)
+    # 48 ms of sleeping per batch: far above what a busy 2-core machine adds to a step (2 ms a sample let a loaded
+    # CI machine measure two workers at 1.25x one)
+    slow = runner.run(spec("data_workloads:host_mlp", delay_ms=6.0, batch_size=8), timeout_s=60)
     workers = runner.run(
-        spec("data_workloads:host_mlp", delay_ms=2.0, batch_size=8, num_workers=2, persistent_workers=True),
+        spec("data_workloads:host_mlp", delay_ms=6.0, batch_size=8, num_workers=2, persistent_workers=True),
         timeout_s=60,
     )
     assert slow.ok and workers.ok, (slow.reason, workers.reason)
