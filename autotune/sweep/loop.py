@@ -41,7 +41,7 @@ from autotune.sweep.finishing import Finishing, pause
 from autotune.sweep.fulldisk import GuardedRecorder
 from autotune.sweep.informed import InformedStart
 from autotune.sweep.lease import open_leases
-from autotune.sweep.options import Executor, SweepOptions, SweepSummary
+from autotune.sweep.options import Executor, Role, SweepOptions, SweepSummary
 from autotune.sweep.orphans import OrphanWatch
 from autotune.sweep.parking import Predict
 from autotune.sweep.profile import Profile
@@ -54,7 +54,6 @@ from autotune.sweep.setup import enqueue_first_trials, open_study, record_budget
 from autotune.sweep.summary import summarize
 from autotune.sweep.timelimit import TimeLimit
 from autotune.sweep.turns import TrialTurns
-from autotune.sweep.workerevents import Role
 from autotune.views.progress import Progress
 
 __all__ = ["MAX_SKIPS_IN_A_ROW", "Sweep", "finishing_runs_trials"]

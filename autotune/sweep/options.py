@@ -5,19 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from autotune.errors import AutotuneError
 from autotune.jobspec import Pruning
 from autotune.records import Rehearsal, Tally, TimeShares
 from autotune.results import TrialResult
+from autotune.space import Space
 from autotune.storage import studies as studyio
 
-__all__ = ["DEFAULT_TRIALS", "Executor", "SweepOptions", "SweepSummary"]
+__all__ = ["DEFAULT_TRIALS", "Executor", "Role", "SweepOptions", "SweepSummary", "study_name"]
 
 DEFAULT_TRIALS = 20  # when neither the space nor the command sets a budget
 # How a measured trial runs: (params, timeout in seconds, when to stop it early) -> its result.
 Executor = Callable[[dict[str, Any], float, Pruning | None], TrialResult]
+Role = Literal["all", "search", "finish"]  # what a worker does: search, run the finishing stages, or both
 
 
 @dataclass(frozen=True)
@@ -119,3 +121,8 @@ class SweepSummary:
     def pruned_share(self) -> float | None:
         """The share of trial time spent in trials that ended pruned (None before any trial ran)."""
         return self.time.pruned_share
+
+
+def study_name(space: Space, options: SweepOptions) -> str:
+    """``--study``, else the space file's name (``-replay`` added for a replayed sweep)."""
+    return options.study_name or space.path.stem + ("-replay" if options.replay else "")

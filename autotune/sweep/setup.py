@@ -18,7 +18,7 @@ from autotune.search.samplerview import OrdinalView
 from autotune.space import Space
 from autotune.storage.rdb import close_storage, open_storage, quiet_optuna
 from autotune.sweep.coverage import Coverage
-from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions
+from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions, study_name
 from autotune.views.progress import Progress
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "prepare_study",
     "record_budget",
     "study_info",
-    "study_name",
     "trial_budget",
 ]
 
@@ -43,11 +42,6 @@ def study_info(space: Space, options: SweepOptions) -> StudyInfo:
         space_text=space.text,
         objectives=tuple((o.metric, o.direction) for o in space.objectives),
     )
-
-
-def study_name(space: Space, options: SweepOptions) -> str:
-    """``--study``, else the space file's name (``-replay`` added for a replayed sweep)."""
-    return options.study_name or space.path.stem + ("-replay" if options.replay else "")
 
 
 class OpenStudy(NamedTuple):

@@ -10,11 +10,10 @@ sides agree on their fields and a type checker checks every use.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from autotune.records import Tally
 from autotune.space import Space
-from autotune.sweep.options import SweepOptions, SweepSummary
+from autotune.sweep.options import Role, SweepOptions, SweepSummary
 
 __all__ = [
     "BadInput",
@@ -30,9 +29,6 @@ __all__ = [
     "WorkerEvent",
     "WorkerJob",
 ]
-
-
-Role = Literal["all", "search", "finish"]  # what a worker does: search, run the finishing stages, or both
 
 
 @dataclass(frozen=True)
