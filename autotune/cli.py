@@ -228,8 +228,8 @@ def sweep(
     from autotune.profiling import DEFAULT_STEPS
     from autotune.space import load_space
     from autotune.sweep import SweepOptions, run_sweep
-    from autotune.sweep.gpus import parse_gpus
-    from autotune.sweep.summary import summary_text
+    from autotune.sweep.gpus.orchestrator import parse_gpus
+    from autotune.sweep.stages.summary import summary_text
 
     space = load_space(space_file, replay=replay is not None)
     options = SweepOptions(
@@ -328,7 +328,7 @@ def profile(
 ) -> None:
     """torch.profiler over the PyTorch-default trial and the winner: where each step's time goes, side by side."""
     from autotune.profiling import ProfileFailed, profile_study, space_of
-    from autotune.sweep.profile import profile_folder
+    from autotune.sweep.stages.profile import profile_folder
 
     study, info = _open_study(study_name, storage)
     folder = (out or profile_folder(study_name)).absolute()

@@ -45,15 +45,17 @@ class SweepOptions:
     gpus: tuple[str, ...] = ()
     # Another study of the same storage whose measured trials the sampler starts from (autotune.search.evidence).
     warm_start: str | None = None
-    # After the default, measure what an expert would try first on this device (autotune.sweep.informed).
+    # After the default, measure what an expert would try first on this device
+    # (autotune.sweep.proposals.informed_start).
     informed_start: bool = True
     # At the end, run the winner's production start once, from its compile artifacts, and ship what that start saved
-    # (autotune.sweep.rehearsal).
+    # (autotune.sweep.stages.rehearsal).
     rehearse_start: bool = True
-    # At the end, write the study's HTML report and its PNGs beside the storage (autotune.sweep.report_stage); the
+    # At the end, write the study's HTML report and its PNGs beside the storage (autotune.sweep.stages.report); the
     # `autotune report` command writes the same page at any time.
     report: bool = True
-    # Compile the search's next graphs on the idle CPU while trials run (autotune.sweep.ahead); None: where it pays.
+    # Compile the search's next graphs on the idle CPU while trials run (autotune.sweep.proposals.compile_ahead); None:
+    # where it pays.
     compile_ahead: bool | None = None
     # The sweep's end (time.time()), where one process set it for others: a --gpus orchestrator for its workers,
     # so that a worker started later (the finishing one) keeps the sweep's time limit. None: now + the timeout.
@@ -91,7 +93,7 @@ class SweepSummary:
     # Trial time (s) and measured trials until the first within 2% of the winner: what finding the answer cost.
     to_within_2pct: tuple[float, int] | None = None
     kernels_never_run: list[str] = field(default_factory=list)  # listed kernels no finished trial launched
-    start: Rehearsal | None = None  # the winner's production start, rehearsed (autotune.sweep.rehearsal)
+    start: Rehearsal | None = None  # the winner's production start, rehearsed (autotune.sweep.stages.rehearsal)
 
     @property
     def measured(self) -> int:

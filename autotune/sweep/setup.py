@@ -17,8 +17,8 @@ from autotune.search.samplers import make_sampler
 from autotune.search.samplerview import OrdinalView
 from autotune.space import Space
 from autotune.storage.rdb import close_storage, open_storage, quiet_optuna
-from autotune.sweep.coverage import Coverage
 from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions, study_name
+from autotune.sweep.proposals.coverage import Coverage
 from autotune.views.progress import Progress
 
 __all__ = [
@@ -181,7 +181,7 @@ def enqueue_first_trials(study: optuna.Study, space: Space, budget: int | None) 
     """Queue the PyTorch-default configuration first (every leaderboard shows the speedup over it)
     and, for a grid sampler, every point of the grid; returns the budget, capped by the grid's size
     (also when resuming, or when another process queued the grid) and by what a finite space can
-    still measure (:meth:`~autotune.sweep.coverage.Coverage.budget_cap`)."""
+    still measure (:meth:`~autotune.sweep.proposals.coverage.Coverage.budget_cap`)."""
     trials = study.get_trials(deepcopy=False)
     objectives = [(objective.metric, objective.direction) for objective in space.objectives]
     if not any(record.default for record in StudyRecords(study, objectives).trials):  # queued ones too
