@@ -24,7 +24,7 @@ list, and code inside the package imports modules by their path, never this face
   a worker ended by an exception. A new storage failure class is handled there.
 - ``stages/``: the finishing stages, run once per study after the search (re-measure, finalists, rehearsal, profile,
   report, summary) and the time limit that leaves them room. A new stage is a module there, listed in
-  ``Sweep._stages`` (``loop.py``).
+  ``stages/lineup.py``.
 - ``trial_turn.py``: one trial's turn: ask, then measure now or park, record, the progress line.
 - ``loop.py``: :class:`~autotune.sweep.loop.Sweep`, one worker wiring these together: the search, then the stages.
 - ``gpus/``: ``--gpus``: one worker process per GPU under an orchestrator; a new message between a worker and its

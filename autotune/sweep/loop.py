@@ -28,26 +28,20 @@ from autotune.search.costmodel import Seconds
 from autotune.search.eagerrun import floored
 from autotune.search.samplerview import OrdinalView
 from autotune.space import Space
-from autotune.space.configurations import list_configurations
 from autotune.storage.rdb import close_storage, worker_id
 from autotune.storage.studies import redact_url
 from autotune.sweep.context import Stage, SweepContext
-from autotune.sweep.executors import TrialExecutor
 from autotune.sweep.faults.ended_on_error import sweep_ended
 from autotune.sweep.faults.full_disk import GuardedRecorder
 from autotune.sweep.options import Executor, Role, SweepOptions, SweepSummary
-from autotune.sweep.proposals.compile_ahead import CompileAhead, slots, wanted
+from autotune.sweep.proposals.compile_ahead import compile_ahead_for
 from autotune.sweep.proposals.informed_start import InformedStart
 from autotune.sweep.proposals.parked_trials import Predict
 from autotune.sweep.proposals.proposer import Proposer
 from autotune.sweep.recorder import Recorder
 from autotune.sweep.setup import enqueue_first_trials, open_study, record_budget, study_info, trial_budget
-from autotune.sweep.stages.finalists import Finalists
+from autotune.sweep.stages.lineup import finishing_stages
 from autotune.sweep.stages.once_per_study import Finishing, pause
-from autotune.sweep.stages.profile import Profile
-from autotune.sweep.stages.rehearsal import Rehearse
-from autotune.sweep.stages.remeasure import Remeasure
-from autotune.sweep.stages.report import Report
 from autotune.sweep.stages.summary import summarize
 from autotune.sweep.stages.time_limit import TimeLimit
 from autotune.sweep.trial_turn import TrialTurns
@@ -56,7 +50,7 @@ from autotune.sweep.workers.leases import open_leases
 from autotune.sweep.workers.orphaned_trials import OrphanWatch
 from autotune.views.progress import Progress
 
-__all__ = ["MAX_SKIPS_IN_A_ROW", "Sweep", "finishing_runs_trials"]
+__all__ = ["MAX_SKIPS_IN_A_ROW", "Sweep"]
 
 # Proposals in a row that need no run (duplicates, rejected): the space is taken as exhausted. A space that can be
 # listed ends sooner, when every configuration is measured (Proposer.exhausted); this is for the others.
@@ -111,7 +105,7 @@ class Sweep:
         self.finishing = Finishing(self.ctx, leases, self.orphans, self.signals, self.proposer.worker)
         # Queued once the default is measured (autotune/sweep/proposals/informed_start.py).
         self.informed = InformedStart(self.ctx, leases, self.proposer.worker, self.signals)
-        ahead = _compile_ahead(self.ctx, executor, role)  # None: this worker compiles nothing ahead
+        ahead = compile_ahead_for(self.ctx, executor, role)  # None: this worker compiles nothing ahead
         self.turns = TrialTurns(
             self.ctx, self.proposer, self.recorder, self.signals, self.device, self.informed, ahead, _predict(self.ctx)
         )
@@ -197,22 +191,7 @@ class Sweep:
         return "the search workers have ended"
 
     def _stages(self) -> list[Stage]:
-        # finishing_runs_trials (below) says which of these may run a trial: the two change together.
-        if self.ctx.options.replay:
-            return [Report()]  # re-measuring recorded measurements would only repeat them
-        options, finalists = self.ctx.options, self.ctx.space.finalists
-        top, repeats, limit = options.remeasure_top, options.remeasure_repeats, self.time_limit
-        first = Remeasure(top, repeats, limit, finalists_after=finalists is not None)
-        stages: list[Stage] = [first]
-        if finalists is not None:
-            # After re-measuring (the finalists are the re-measured top); a finalist that then ranks in the
-            # top is re-measured too, so it competes by its median as the others do.
-            stages += [Finalists(finalists, self.deadline), first.again()]
-        if options.rehearse_start:
-            stages.append(Rehearse(self.deadline))  # once the winner is settled: its artifacts are what ship
-        if options.profile_steps:
-            stages.append(Profile(options.profile_steps))  # after re-measuring: it names the winner
-        return [*stages, Report()]  # last: it draws what the others measured
+        return finishing_stages(self.ctx, self.time_limit, self.deadline)
 
     def one_trial(self) -> bool:
         """One turn: propose, then measure (or park while its graph compiles ahead), record
@@ -275,16 +254,6 @@ class Sweep:
         }
 
 
-def finishing_runs_trials(space: Space, options: SweepOptions) -> bool:
-    """Whether the finishing stages (:meth:`Sweep._stages`) may run a trial: re-measuring, finalists, profiling, the
-    rehearsed start (only of a compiled winner: an eager one ships no compile artifacts to start from). A ``--gpus``
-    sweep's finishing worker starts its trial server only then."""
-    if options.replay:
-        return False
-    rehearses = options.rehearse_start and space.compiles
-    return bool(options.remeasure_top or options.profile_steps) or rehearses or space.finalists is not None
-
-
 def _predict(ctx: SweepContext) -> Predict:
     """The sampler's predicted seconds of trials, where it predicts them (a cost-aware sampler), each at least the
     run an eager full-precision trial needs at its batch (:func:`autotune.search.eagerrun.eager_run_s`, from the
@@ -298,26 +267,3 @@ def _predict(ctx: SweepContext) -> Predict:
         return floored(seconds, ctx.records.default, configurations) if seconds is not None else None
 
     return predict
-
-
-def _compile_ahead(ctx: SweepContext, executor: Executor, role: Role) -> CompileAhead | None:
-    """A compile ahead for this worker where it is wanted and can choose its graphs
-    (:mod:`autotune.sweep.proposals.compile_ahead`)."""
-    if not isinstance(executor, TrialExecutor) or not wanted(
-        ctx.options.compile_ahead, executor.device, 1 if role == "all" else 2
-    ):
-        return None
-    listed = list_configurations(ctx.space)
-    sampler = ctx.study.sampler
-    if listed is None or not isinstance(sampler, OrdinalView):
-        return None
-    study = ctx.study
-    ahead = CompileAhead(
-        executor,
-        listed.feasible,
-        lambda configurations: sampler.score(study, configurations),
-        ctx.progress,
-        ctx.space.budget.trial_timeout_s,
-        slots(),
-    )
-    return ahead if sampler.set_compiled_ahead(ahead.compiled, ahead.compiling) else None

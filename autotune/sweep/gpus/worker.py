@@ -26,8 +26,9 @@ from autotune.interrupts import STOP_SIGNALS, Interrupted, StopSignals
 from autotune.records import Tally
 from autotune.sweep.executors import trial_executor
 from autotune.sweep.gpus import messages as events
-from autotune.sweep.loop import Sweep, finishing_runs_trials
+from autotune.sweep.loop import Sweep
 from autotune.sweep.options import SweepSummary
+from autotune.sweep.stages.lineup import finishing_runs_trials
 from autotune.views.progress import Progress
 
 __all__ = ["ProgressRelay", "main"]

@@ -39,10 +39,14 @@ from typing import Any
 from autotune.results import AHEAD_METRIC, AHEAD_WAIT_METRIC, TrialResult
 from autotune.runner import Running
 from autotune.search.costmodel import graph_key
+from autotune.search.samplerview import OrdinalView
+from autotune.space.configurations import list_configurations
+from autotune.sweep.context import SweepContext
 from autotune.sweep.executors import TrialExecutor
+from autotune.sweep.options import Executor, Role
 from autotune.views.progress import Progress
 
-__all__ = ["CPUS_PER_COMPILE", "MIN_CPUS", "CompileAhead", "Compiled", "slots", "wanted"]
+__all__ = ["CPUS_PER_COMPILE", "MIN_CPUS", "CompileAhead", "Compiled", "compile_ahead_for", "slots", "wanted"]
 
 # Fewer cores than this and the compile ahead would take the measured trial's: off by default (--compile-ahead
 # turns it on anyway).
@@ -268,3 +272,26 @@ class CompileAhead:
 
 def _ago(compiling: _Compiling) -> str:
     return f"{time.monotonic() - compiling.started:.0f} s ago"
+
+
+def compile_ahead_for(ctx: SweepContext, executor: Executor, role: Role) -> CompileAhead | None:
+    """A compile ahead for this worker where it is wanted and can choose its graphs (a listed space, a sampler seen
+    through :class:`~autotune.search.samplerview.OrdinalView` that scores configurations); None: none."""
+    if not isinstance(executor, TrialExecutor) or not wanted(
+        ctx.options.compile_ahead, executor.device, 1 if role == "all" else 2
+    ):
+        return None
+    listed = list_configurations(ctx.space)
+    sampler = ctx.study.sampler
+    if listed is None or not isinstance(sampler, OrdinalView):
+        return None
+    study = ctx.study
+    ahead = CompileAhead(
+        executor,
+        listed.feasible,
+        lambda configurations: sampler.score(study, configurations),
+        ctx.progress,
+        ctx.space.budget.trial_timeout_s,
+        slots(),
+    )
+    return ahead if sampler.set_compiled_ahead(ahead.compiled, ahead.compiling) else None

@@ -9,8 +9,9 @@
 - ``report.py``: the study's report page, written beside its storage and logged to MLflow.
 - ``summary.py``: the sweep's summary, the study's winner attribute, the MLflow parent run completed.
 - ``time_limit.py``: a time limit that counts the stages: what the search leaves them, what a finalist needs.
+- ``lineup.py``: which stages run, in which order (``finishing_stages``), and whether any runs a trial.
 
 A new stage is a class with ``name`` and ``run(ctx)`` (the :class:`~autotune.sweep.context.Stage` protocol) in a
-module of its own here, listed in ``Sweep._stages`` (:mod:`autotune.sweep.loop`), and in ``finishing_runs_trials``
-there if it runs trials; ``remeasure.py`` is one to copy.
+module of its own here, listed in ``finishing_stages`` (``lineup.py``), and in ``finishing_runs_trials`` beside it
+if it runs trials; ``remeasure.py`` is one to copy.
 """
