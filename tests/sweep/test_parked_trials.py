@@ -21,6 +21,7 @@ from autotune.results import AHEAD_METRIC
 from autotune.search.costmodel import Seconds, graph_key
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, loop, run_sweep
+from autotune.sweep.proposals import compile_ahead
 from autotune.sweep.proposals.compile_ahead import CompileAhead
 from autotune.sweep.proposals.parked_trials import Parking
 from autotune.sweep.proposals.proposer import Proposal
@@ -129,7 +130,7 @@ def test_a_graph_that_cannot_park_compiles_ahead_while_the_parked_trial_is_measu
         return Seconds(waiting + 10.0, waiting)
 
     monkeypatch.setattr(loop, "_predict", lambda ctx: predict)
-    monkeypatch.setattr(loop, "slots", lambda: 2)
+    monkeypatch.setattr(compile_ahead, "slots", lambda: 2)  # read by compile_ahead_for
     monkeypatch.setattr(CompileAhead, "_start_next", lambda self, skip: None)  # no guesses: only what trials claim
     (tmp_path / "park.yaml").write_text(SPACE.replace("trials: 4", "trials: 6"))
     storage = f"sqlite:///{tmp_path}/park.db"
