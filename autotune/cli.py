@@ -168,7 +168,7 @@ def _profile_steps(profile: bool) -> int:
 
 
 def _gpu_list(gpus: str | None) -> tuple[str, ...]:
-    from autotune.sweep.gpus import parse_gpus
+    from autotune.sweep.gpus.orchestrator import parse_gpus
 
     return parse_gpus(gpus) if gpus else ()
 
@@ -275,7 +275,7 @@ def sweep(space_file: Path, **flags: Any) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
     from autotune.space import load_space
     from autotune.sweep import SweepOptions, run_sweep
-    from autotune.sweep.summary import summary_text
+    from autotune.sweep.stages.summary import summary_text
 
     space = load_space(space_file, replay=flags["replay"] is not None)
     options = SweepOptions(**_sweep_options(flags))
@@ -352,7 +352,7 @@ def profile(
 ) -> None:
     """torch.profiler over the PyTorch-default trial and the winner: where each step's time goes, side by side."""
     from autotune.profiling import ProfileFailed, profile_study, space_of
-    from autotune.sweep.profile import profile_folder
+    from autotune.sweep.stages.profile import profile_folder
 
     study, info = _open_study(study_name, storage)
     folder = (out or profile_folder(study_name)).absolute()

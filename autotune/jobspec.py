@@ -84,11 +84,11 @@ class Pruning:
     ``below``: a trial whose settled warm-up throughput is under it stops there (status pruned); None
     before the sweep has a best. ``compile_gain``: the most the first steps' one-off work (a compile, cuDNN's
     algorithm search, the workload's kernels autotuning) may multiply a configuration's eager throughput by in
-    this study (:mod:`autotune.sweep.compilegain`); None until the study has measured enough probed trials to say.
-    A trial with such work, given a ``Pruning``, first times a few steps of its eager twin without cuDNN's search
-    and with its kernels on their first configs (:mod:`autotune.trial.eagerprobe`): that figure is recorded either
-    way, and a configuration whose eager throughput times the most its work can gain (:meth:`one_off_gain`) cannot
-    reach ``below`` stops before that work.
+    this study (:mod:`autotune.sweep.proposals.compile_pruning`); None until the study has measured enough probed trials
+    to say. A trial with such work, given a ``Pruning``, first times a few steps of its eager twin without cuDNN's
+    search and with its kernels on their first configs (:mod:`autotune.trial.eagerprobe`): that figure is recorded
+    either way, and a configuration whose eager throughput times the most its work can gain (:meth:`one_off_gain`)
+    cannot reach ``below`` stops before that work.
     """
 
     below: float | None = None

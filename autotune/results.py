@@ -26,8 +26,8 @@ INPUT_BOUND_WAIT_FRAC = 0.1
 # compiler's wall time, the part in Inductor, and within the compile the wait for kernel builds, in seconds.
 COMPILE_PHASE_METRICS = ("compile_wall_s", "compile_inductor_s", "compile_kernel_wait_s")
 # A trial whose graph the sweep compiled ahead of it, on the CPU while other trials were measured
-# (autotune.sweep.ahead): how long that compile took, and how long the trial waited for it to end (part of its
-# compile_s: the GPU sat idle meanwhile).
+# (autotune.sweep.proposals.compile_ahead): how long that compile took, and how long the trial waited for it to end
+# (part of its compile_s: the GPU sat idle meanwhile).
 AHEAD_METRIC = "compiled_ahead_s"
 AHEAD_WAIT_METRIC = "compile_ahead_wait_s"
 # A trial whose unpinned triton.autotune kernels benchmarked their configs (autotune.kernels.autotuning): the

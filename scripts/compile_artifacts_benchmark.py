@@ -258,11 +258,12 @@ def _kernel_census(triton: Path, shipped: bytes) -> None:
 
 
 def rehearsed_config(tuned: Path, folder: Path) -> Path:
-    """``tuned`` shipping what a rehearsal of its production start saved (:func:`autotune.sweep.rehearsal.rehearse`,
-    as a sweep's finishing stage runs it), written in ``folder / "rehearsed"``."""
+    """``tuned`` shipping what a rehearsal of its production start saved
+    (:func:`autotune.sweep.stages.rehearsal.rehearse`, as a sweep's finishing stage runs it), written in ``folder /
+    "rehearsed"``."""
     import yaml
 
-    from autotune.sweep.rehearsal import rehearse
+    from autotune.sweep.stages.rehearsal import rehearse
     from autotune.tuned import artifacts as compileartifacts
 
     print("rehearsing the start: a fresh process, empty caches, the artifacts loaded", file=sys.stderr)
@@ -405,7 +406,7 @@ def main() -> None:
     parser.add_argument(
         "--rehearse",
         action="store_true",
-        help="rehearse the start as a sweep does (autotune.sweep.rehearsal); a run then ships what that saved",
+        help="rehearse the start as a sweep does (autotune.sweep.stages.rehearsal); a run then ships what that saved",
     )
     parser.add_argument(
         "--inductor-folder",

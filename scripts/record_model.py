@@ -62,7 +62,7 @@ from autotune.search.replay import ReplayRecords
 from autotune.search.replaytimes import TimedReplay
 from autotune.search.surrogate import LinearModel, fit_linear
 from autotune.space import load_space
-from autotune.sweep.compilegain import compile_gain_bound
+from autotune.sweep.proposals.compile_pruning import compile_gain_bound
 from autotune.trial.eagerprobe import PROBE_STEPS
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
-"""Device facts and a measured default trial for the informed start's tests (tests/sweep/test_expert.py,
-test_informed.py): its choice is a function of them, no process runs."""
+"""Device facts and a measured default trial for the informed start's tests (tests/sweep/test_expert_choice.py,
+test_informed_start.py): its choice is a function of them, no process runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from study_records import measured_default
 from autotune.records import TrialRecord
 from autotune.results import Status
 from autotune.space import Space
-from autotune.sweep.expert import DeviceFacts
+from autotune.sweep.proposals.expert_choice import DeviceFacts
 
 H100 = DeviceFacts("cuda", "NVIDIA H100 80GB HBM3", 79.1, bf16=True, four_d_weights=True, cpus=16)
 V100 = DeviceFacts("cuda", "Tesla V100-SXM2-32GB", 31.7, bf16=False, four_d_weights=True, cpus=8)

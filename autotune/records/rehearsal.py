@@ -1,4 +1,5 @@
-"""A trial's production start, rehearsed: what it cost and what it saved (:mod:`autotune.sweep.rehearsal` runs it).
+"""A trial's production start, rehearsed: what it cost and what it saved (:mod:`autotune.sweep.stages.rehearsal` runs
+it).
 
 A trial's compile artifacts are what its own process compiled; production, loading them into empty cache folders,
 may still build kernels under keys the trial's have not (on an H100, GPT-2's coordinate-descent winner built 37

@@ -63,17 +63,18 @@ ATTR_KIND = "autotune.kind"  # a TrialKind
 ATTR_STATUS = "autotune.views.status"  # the result's status, or "interrupted"
 ATTR_REASON = "autotune.reason"
 ATTR_DEFAULT = "autotune.default"  # the PyTorch-default configuration, enqueued first: the yardstick of speedup
-# The informed start (autotune.sweep.informed): what an expert would try first on this device, queued once the
-# default is measured.
+# The informed start (autotune.sweep.proposals.informed_start): what an expert would try first on this device, queued
+# once the default is measured.
 ATTR_INFORMED = "autotune.informed"
-# Its twin in the other half precision (autotune.sweep.expert.precision_twin), queued right after it.
+# Its twin in the other half precision (autotune.sweep.proposals.expert_choice.precision_twin), queued right after it.
 ATTR_TWIN = "autotune.informed_twin"
 # Seconds of device time spent preparing a trial before it started (the informed start's run of the listed kernels'
-# own autotuners, autotune.sweep.kernelstart): counted in the trial's duration, so GPU-time figures include it.
+# own autotuners, autotune.sweep.proposals.kernel_start): counted in the trial's duration, so GPU-time figures
+# include it.
 ATTR_PREPARED_S = "autotune.prepared_s"
-# Seconds a trial stood aside (RUNNING, not measured) while other trials used the device (autotune.sweep.parking):
-# parked while its graph compiled ahead, or asked while parked trials waited and measured after them. Its record
-# starts when it was taken up, so its duration is its measurement's.
+# Seconds a trial stood aside (RUNNING, not measured) while other trials used the device
+# (autotune.sweep.proposals.parked_trials): parked while its graph compiled ahead, or asked while parked trials waited
+# and measured after them. Its record starts when it was taken up, so its duration is its measurement's.
 ATTR_PARKED_S = "autotune.parked_s"
 ATTR_WORKER = "autotune.worker"  # host:pid of the worker running the trial
 ATTR_GPU = "autotune.gpu"  # the GPU a worker pinned its trial to, where the sweep records one
@@ -110,7 +111,7 @@ _REMEASURED_PREFIX = "autotune.remeasured:"
 ATTR_REMEASURED = "autotune.remeasured"  # the same, on the trial itself (studies written before the prefix)
 # "autotune.rehearsed:<trial number>" -> a Rehearsal as a dict (autotune.records.rehearsal): the trial's production
 # start run once in a fresh process with empty compile caches and its compile artifacts loaded, and what that start
-# saved (autotune.sweep.rehearsal). On the study, as re-measurements are.
+# saved (autotune.sweep.stages.rehearsal). On the study, as re-measurements are.
 _REHEARSED_PREFIX = "autotune.rehearsed:"
 
 # States of trials that have an outcome (pruned ones too: they were measured until the warm-up).

@@ -8,8 +8,8 @@ sweep paid for trials that only showed they were slow, compile included (the aim
 
 Where the compiling went, by the compiler's own clocks (:data:`autotune.results.COMPILE_PHASE_METRICS`), is
 summed over the compiled trials that recorded it (trials of older autotune versions did not); so are the graphs
-compiled ahead of their trials (:mod:`autotune.sweep.ahead`), and, over every trial, eager or compiled, the time its
-unpinned Triton kernels spent autotuning (:mod:`autotune.kernels.autotuning`).
+compiled ahead of their trials (:mod:`autotune.sweep.proposals.compile_ahead`), and, over every trial, eager or
+compiled, the time its unpinned Triton kernels spent autotuning (:mod:`autotune.kernels.autotuning`).
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ class CompilePhases:
 
 @dataclass(frozen=True)
 class AheadTime:
-    """The trials whose graphs were compiled ahead of them (:mod:`autotune.sweep.ahead`): how many, what those
-    compiles took on the CPU while other trials ran (not trial time), and how long the trials waited for them (part
-    of their ``compile_s``)."""
+    """The trials whose graphs were compiled ahead of them (:mod:`autotune.sweep.proposals.compile_ahead`): how many,
+    what those compiles took on the CPU while other trials ran (not trial time), and how long the trials waited for them
+    (part of their ``compile_s``)."""
 
     trials: int = 0
     compile_s: float = 0.0

@@ -16,7 +16,7 @@ Learning Algorithms", section 3.2, "EI per second". Both figures come from the s
   compile, and a compile from the study's cache where the study compiled the same graph before, in a trial or
   ahead of one, and the rest of a compile ahead still running: :attr:`CostAwareSampler.pricer`, a
   :class:`~autotune.search.costmodel.StudyPricer` told both by a sweep that compiles ahead, which also reads
-  :meth:`CostAwareSampler.score` to choose what to compile: :mod:`autotune.sweep.ahead`).
+  :meth:`CostAwareSampler.score` to choose what to compile: :mod:`autotune.sweep.proposals.compile_ahead`).
 
 The candidates: every untried configuration of a space that has at most :data:`ENUMERATE_UP_TO` (all of
 GPT-2's 120 and ResNet-50's 480); otherwise ``draws`` proposals of the inner sampler, ``random_draws`` random

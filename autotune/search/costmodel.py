@@ -11,8 +11,8 @@ and :attr:`TrialRecord.compile_s`, the record model's figures):
 - the compile cache: a study's trials compile into one cache folder (:mod:`autotune.compilecache`), so a
   configuration whose graph the study compiled already (:func:`graph_key`) compiles in a fraction of the
   time: the median of that fraction over the study's own repeats of a graph, else :data:`PRIOR_HIT_FRACTION`.
-  A graph compiled ahead of its trial (:mod:`autotune.sweep.ahead`) is in that folder too: its first trial is
-  a repeat, and the compile ahead (``TrialCost.ahead_s``) is the graph's fresh compile. A graph still being
+  A graph compiled ahead of its trial (:mod:`autotune.sweep.proposals.compile_ahead`) is in that folder too: its first
+  trial is a repeat, and the compile ahead (``TrialCost.ahead_s``) is the graph's fresh compile. A graph still being
   compiled ahead costs the rest of that compile (its trial waits for it: GPU time) and then a repeat, so the
   search measures something else meanwhile unless it is worth the wait. A compile ahead that has run past its
   predicted compile has :data:`OVERRUN_REST_FRACTION` of the time it has run left (:meth:`CostModel.seconds`).
@@ -224,7 +224,8 @@ class StudyPricer:
     ``prior_sd``: the prior spread of one knob value's effect on the log seconds; ``compiled_ahead``: the
     configurations whose graphs were compiled ahead of their trials (priced as compiled), ``compiling_ahead``: those
     being compiled ahead, with the seconds each compile has run (priced at the rest of it, then a repeat); both set
-    by a sweep that compiles ahead (:mod:`autotune.sweep.ahead`), in the configurations' encoding as priced here.
+    by a sweep that compiles ahead (:mod:`autotune.sweep.proposals.compile_ahead`), in the configurations' encoding as
+    priced here.
     """
 
     use_cache: bool = True

@@ -6,9 +6,9 @@ and an eager trial in full precision steps at the default's per-sample pace: on 
 at 4x the default's batch, priced at the default's 20 s, and it ran 58.6 s while the informed start's graph compiled
 ahead (in two sweeps, BENCHMARKS.md), so the sweep's likeliest best was measured a minute later.
 The parking rule that measures the informed start first reads this figure as a floor under the cost model's
-(:func:`floored`, in the sweep loop's predictions; :meth:`autotune.sweep.parking.Parking.outlasts`). The sampler's own
-pricing is left as it is: a step-time model for every configuration priced GPT-2's compiled winners at their eager
-step and found them later in replay (BENCHMARKS.md).
+(:func:`floored`, in the sweep loop's predictions; :meth:`autotune.sweep.proposals.parked_trials.Parking.outlasts`). The
+sampler's own pricing is left as it is: a step-time model for every configuration priced GPT-2's compiled winners at
+their eager step and found them later in replay (BENCHMARKS.md).
 
 The run is the default's fixed part (process start, set-up: its duration less its steps) plus the trial's steps at the
 default's step time scaled by the batch: the warm-up the default needed, then the timed steps the measuring rule asks

@@ -88,7 +88,8 @@ class OrdinalView(DelegatingSampler):
     def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
         self.inner.after_trial(self._view(study), self.convert(trial), state, values)
 
-    # --- what a sweep that compiles ahead asks of a cost-aware sampler (autotune.sweep.ahead) ---------------------
+    # --- what a sweep that compiles ahead asks of a cost-aware sampler (autotune.sweep.proposals.compile_ahead)
+    # ---------------------
 
     def score(self, study: Study, configurations: Sequence[Mapping[str, Any]]) -> Any:
         """The inner sampler's score of each configuration (given and scored as stored: ordinals by value), where it

@@ -4,7 +4,7 @@ A space is finite when every param takes countably many values: a list, ``{choic
 fixed value, an int range, a float range with a step. Its configurations are the combinations of
 those values, ``when`` respected (a param whose condition is not met is absent, not one more value),
 less those a ``feasibility:`` rule rules out. A sweep whose budget reaches that number can measure
-every one of them and then has nothing left to try (:mod:`autotune.sweep.coverage`).
+every one of them and then has nothing left to try (:mod:`autotune.sweep.proposals.coverage`).
 
 Listing stops at :data:`MAX_LISTED` combinations: past that, no budget a sweep is given comes near
 the space's size, and checking each combination against the rules would cost a noticeable share of a

@@ -6,33 +6,35 @@ and told to Optuna -> mirrored to MLflow. The Optuna storage is the truth: sever
 GPU, or on several hosts through PostgreSQL) can share a study, and re-running the same command
 resumes it. After the proposal loop, finishing stages work over what the study holds.
 
-Where things live (and where to add what):
+Where things live (and where to add what), from the ground up; a module imports only from those above it in this
+list, and code inside the package imports modules by their path, never this face:
 
-- ``options.py``: :class:`SweepOptions` (what the command line adds to a space) and :class:`SweepSummary`.
+- ``options.py``: :class:`SweepOptions` (what the command line adds to a space), :class:`SweepSummary`, a worker's
+  ``Role`` and the study's name. ``context.py``: what one worker's parts share, and the ``Stage`` protocol.
+- ``workers/``: what workers sharing one study agree on: leases (what runs once per study, who still searches),
+  orphaned and interrupted trials queued again, the device gate of a ``--gpus`` worker.
+- ``executors.py``: how a measured trial runs (isolated trial processes, or replayed records).
+- ``proposals/``: the proposal side: ask the sampler and answer repeats and rule-breakers (``proposer.py``; a new
+  per-proposal decision goes there), what a finite space has left (``coverage.py``), the informed start, the compile
+  ahead and parked trials, pruning before the compile.
 - ``setup.py``: opening or resuming the study, the budget, the default configuration queued first.
-- ``storage.py``: the Optuna storage (SQLite in WAL mode), worker identity, heartbeats.
-- ``lease.py``: leases in the study's database (``autotune_leases``): what runs once per study, who searches.
-- ``orphans.py``: the running trials of dead workers failed and queued again, once, at every stop check.
-- the record model is :mod:`autotune.records`; a worker reads its study incrementally through ``ctx.records``
-  (:class:`~autotune.records.StudyRecords`): a new per-proposal question about the study is answered there,
-  not by re-reading trials.
-- ``proposals.py``: ask the sampler, decode params, answer repeats, reject infeasible configurations.
-- ``informed.py``: the informed start queued once the default is measured; ``expert.py``: what it picks (what an
-  expert would try first on the device, and its twin in the other half precision).
-- ``coverage.py``: what a finite space has left to measure: the budget it caps, the sweep's end when
-  every configuration is measured, the untried configuration queued after a repeat.
-- ``executors.py``: how a measured trial runs (isolated trial processes, or replayed records);
-  ``compilegain.py``: when it stops early (``pruning_for``: the pruning line, and the compile-gain bound);
-  ``devicegate.py``: a ``--gpus`` worker's device check before each trial.
-- ``recorder.py``: a finished trial written to the study, told to Optuna, logged to MLflow; a new
-  per-trial attribute is written here (its name in :mod:`autotune.records.schema`, read back by the records).
-- ``remeasure.py`` and later finishing stages: each a :class:`~autotune.sweep.context.Stage` run
-  in order after the loop (see ``Sweep._stages`` in ``loop.py``), once per study (``finishing.py``).
-- ``summary.py``: the sweep's summary, and the MLflow parent run completed.
-- ``fulldisk.py`` (with ``reserve.py`` and ``kept.py``): a full disk loses no measured trial and stops the
-  sweep in one line; ``ending.py``: a worker ended by an exception ends its MLflow run and names a storage fault.
-- ``loop.py``: :class:`~autotune.sweep.loop.Sweep`, one worker wiring these together.
-- ``run.py``: :func:`run_sweep`, the entry: one worker here, or one process per GPU (``gpus.py``, ``gpuworker.py``).
+- ``recorder.py``: a finished trial written to the study, told to Optuna, logged to MLflow; a new per-trial attribute
+  is written here (its name in :mod:`autotune.records.schema`, read back by the records).
+- ``faults/``: storage faults a sweep outlives: a full disk (the disk reserve, measurements kept outside the study),
+  a worker ended by an exception. A new storage failure class is handled there.
+- ``stages/``: the finishing stages, run once per study after the search (re-measure, finalists, rehearsal, profile,
+  report, summary) and the time limit that leaves them room. A new stage is a module there, listed in
+  ``stages/lineup.py``.
+- ``trial_turn.py``: one trial's turn: ask, then measure now or park, record, the progress line.
+- ``loop.py``: :class:`~autotune.sweep.loop.Sweep`, one worker wiring these together: the search, then the stages.
+- ``gpus/``: ``--gpus``: one worker process per GPU under an orchestrator; a new message between a worker and its
+  orchestrator is a dataclass in ``gpus/messages.py``.
+- ``run.py``: :func:`run_sweep`, the entry: one worker here, or one process per GPU (``gpus/``).
+
+The record model is :mod:`autotune.records`; a worker reads its study incrementally through ``ctx.records``
+(:class:`~autotune.records.StudyRecords`): a new per-proposal question about the study is answered there, not by
+re-reading trials. The Optuna storage itself is :mod:`autotune.storage` (SQLite in WAL mode, worker identity,
+heartbeats).
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ from autotune.results import TrialResult
 from autotune.search.replay import ReplayRecords
 from autotune.search.replaytimes import TimedReplay
 from autotune.space import Space
-from autotune.sweep.options import Executor, SweepOptions
-from autotune.sweep.setup import study_name
+from autotune.sweep.options import Executor, SweepOptions, study_name
 from autotune.trial.compilecache import study_cache_dir
 
 __all__ = ["TrialExecutor", "replay_executor", "trial_executor"]

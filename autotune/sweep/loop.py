@@ -1,17 +1,17 @@
 """One sweep worker: the proposal loop, then the finishing stages, then the summary.
 
-Per turn (:mod:`autotune.sweep.turns`): the proposer asks and decides how it is answered -> the executor measures
-what must run (meanwhile the CPU compiles the search's next graphs: :mod:`autotune.sweep.ahead`; a trial whose graph
-is still compiling steps aside for others: :mod:`autotune.sweep.parking`) -> the recorder writes the outcome to the
-study and MLflow -> the progress line. The loop stops
+Per turn (:mod:`autotune.sweep.trial_turn`): the proposer asks and decides how it is answered -> the executor measures
+what must run (meanwhile the CPU compiles the search's next graphs: :mod:`autotune.sweep.proposals.compile_ahead`; a
+trial whose graph is still compiling steps aside for others: :mod:`autotune.sweep.proposals.parked_trials`) -> the
+recorder writes the outcome to the study and MLflow -> the progress line. The loop stops
 at the budget (every worker's measured trials count), the time limit, ``--patience``, an exhausted
 space, or (``--gpus`` workers) a device that fails its check. While trials other workers are running
 take the rest of the budget, it waits for them instead: one whose worker died is failed and retried
-(:mod:`autotune.sweep.orphans`, at every stop check), and measured here. SIGINT and SIGTERM end it
+(:mod:`autotune.sweep.workers.orphaned_trials`, at every stop check), and measured here. SIGINT and SIGTERM end it
 cleanly: the trial they stop is recorded as interrupted and runs again on resume.
 
 The finishing stages run once per study, however many processes share it, under a lease in the
-study's storage (:mod:`autotune.sweep.finishing`); every worker then prints its summary from the study.
+study's storage (:mod:`autotune.sweep.stages.once_per_study`); every worker then prints its summary from the study.
 """
 
 from __future__ import annotations
@@ -28,36 +28,29 @@ from autotune.search.costmodel import Seconds
 from autotune.search.eagerrun import floored
 from autotune.search.samplerview import OrdinalView
 from autotune.space import Space
-from autotune.space.configurations import list_configurations
 from autotune.storage.rdb import close_storage, worker_id
 from autotune.storage.studies import redact_url
-from autotune.sweep.ahead import CompileAhead, slots, wanted
 from autotune.sweep.context import Stage, SweepContext
-from autotune.sweep.devicegate import DeviceGate
-from autotune.sweep.ending import sweep_ended
-from autotune.sweep.executors import TrialExecutor
-from autotune.sweep.finalists import Finalists
-from autotune.sweep.finishing import Finishing, pause
-from autotune.sweep.fulldisk import GuardedRecorder
-from autotune.sweep.informed import InformedStart
-from autotune.sweep.lease import open_leases
-from autotune.sweep.options import Executor, SweepOptions, SweepSummary
-from autotune.sweep.orphans import OrphanWatch
-from autotune.sweep.parking import Predict
-from autotune.sweep.profile import Profile
-from autotune.sweep.proposals import Proposer
+from autotune.sweep.faults.ended_on_error import sweep_ended
+from autotune.sweep.faults.full_disk import GuardedRecorder
+from autotune.sweep.options import Executor, Role, SweepOptions, SweepSummary
+from autotune.sweep.proposals.compile_ahead import compile_ahead_for
+from autotune.sweep.proposals.informed_start import InformedStart
+from autotune.sweep.proposals.parked_trials import Predict
+from autotune.sweep.proposals.proposer import Proposer
 from autotune.sweep.recorder import Recorder
-from autotune.sweep.rehearsal import Rehearse
-from autotune.sweep.remeasure import Remeasure
-from autotune.sweep.report_stage import Report
 from autotune.sweep.setup import enqueue_first_trials, open_study, record_budget, study_info, trial_budget
-from autotune.sweep.summary import summarize
-from autotune.sweep.timelimit import TimeLimit
-from autotune.sweep.turns import TrialTurns
-from autotune.sweep.workerevents import Role
+from autotune.sweep.stages.lineup import finishing_stages
+from autotune.sweep.stages.once_per_study import Finishing, pause
+from autotune.sweep.stages.summary import summarize
+from autotune.sweep.stages.time_limit import TimeLimit
+from autotune.sweep.trial_turn import TrialTurns
+from autotune.sweep.workers.device_gate import DeviceGate
+from autotune.sweep.workers.leases import open_leases
+from autotune.sweep.workers.orphaned_trials import OrphanWatch
 from autotune.views.progress import Progress
 
-__all__ = ["MAX_SKIPS_IN_A_ROW", "Sweep", "finishing_runs_trials"]
+__all__ = ["MAX_SKIPS_IN_A_ROW", "Sweep"]
 
 # Proposals in a row that need no run (duplicates, rejected): the space is taken as exhausted. A space that can be
 # listed ends sooner, when every configuration is measured (Proposer.exhausted); this is for the others.
@@ -99,19 +92,20 @@ class Sweep:
         self.budget, self.deadline = trial_budget(space, options)
         self.time_limit = TimeLimit.of(self.deadline, space, options)
         self.proposer = Proposer(study, space, records, worker or worker_id(), self.budget)
-        # A full disk neither loses the trial it measured nor leaves it RUNNING (autotune/sweep/fulldisk.py).
+        # A full disk neither loses the trial it measured nor leaves it RUNNING (autotune/sweep/faults/full_disk.py).
         self.recorder = GuardedRecorder(Recorder(study, space, info.objectives, records, tracker), self.ctx)
         self.signals = StopSignals()
         self.device = DeviceGate(device_check, self.signals, progress)
         self.role = role
         # What other processes on the study need of this one: its dead workers' trials retried, its finishing
-        # stages run once for all of them (autotune.sweep.orphans, autotune.sweep.finishing).
+        # stages run once for all of them (autotune.sweep.workers.orphaned_trials,
+        # autotune.sweep.stages.once_per_study).
         leases = open_leases(storage, study)
         self.orphans = OrphanWatch(study, storage, leases, progress, self.proposer.worker)
         self.finishing = Finishing(self.ctx, leases, self.orphans, self.signals, self.proposer.worker)
-        # Queued once the default is measured (autotune/sweep/informed.py).
+        # Queued once the default is measured (autotune/sweep/proposals/informed_start.py).
         self.informed = InformedStart(self.ctx, leases, self.proposer.worker, self.signals)
-        ahead = _compile_ahead(self.ctx, executor, role)  # None: this worker compiles nothing ahead
+        ahead = compile_ahead_for(self.ctx, executor, role)  # None: this worker compiles nothing ahead
         self.turns = TrialTurns(
             self.ctx, self.proposer, self.recorder, self.signals, self.device, self.informed, ahead, _predict(self.ctx)
         )
@@ -173,7 +167,8 @@ class Sweep:
                         self.turns.end_parked(measure=self.device.failure is None)
                         return reason
                     if self.turns.take_parked(urgent=skips > 0 or self._budget_held_by_others()):
-                        continue  # a trial parked while its graph compiled ahead (autotune.sweep.parking)
+                        # a trial parked while its graph compiled ahead (autotune.sweep.proposals.parked_trials)
+                        continue
                     if self._budget_held_by_others():
                         self._wait_for_others()
                         continue
@@ -196,26 +191,11 @@ class Sweep:
         return "the search workers have ended"
 
     def _stages(self) -> list[Stage]:
-        # finishing_runs_trials (below) says which of these may run a trial: the two change together.
-        if self.ctx.options.replay:
-            return [Report()]  # re-measuring recorded measurements would only repeat them
-        options, finalists = self.ctx.options, self.ctx.space.finalists
-        top, repeats, limit = options.remeasure_top, options.remeasure_repeats, self.time_limit
-        first = Remeasure(top, repeats, limit, finalists_after=finalists is not None)
-        stages: list[Stage] = [first]
-        if finalists is not None:
-            # After re-measuring (the finalists are the re-measured top); a finalist that then ranks in the
-            # top is re-measured too, so it competes by its median as the others do.
-            stages += [Finalists(finalists, self.deadline), first.again()]
-        if options.rehearse_start:
-            stages.append(Rehearse(self.deadline))  # once the winner is settled: its artifacts are what ship
-        if options.profile_steps:
-            stages.append(Profile(options.profile_steps))  # after re-measuring: it names the winner
-        return [*stages, Report()]  # last: it draws what the others measured
+        return finishing_stages(self.ctx, self.time_limit, self.deadline)
 
     def one_trial(self) -> bool:
         """One turn: propose, then measure (or park while its graph compiles ahead), record
-        (:class:`~autotune.sweep.turns.TrialTurns`). True when the trial counts in the budget."""
+        (:class:`~autotune.sweep.trial_turn.TrialTurns`). True when the trial counts in the budget."""
         return self.turns.take()
 
     @property
@@ -239,7 +219,8 @@ class Sweep:
             return f"taken out: {failure}"
         return ""
 
-    # -- other workers: their dead workers' trials, their running trials (autotune.sweep.orphans) ---------------------
+    # -- other workers: their dead workers' trials, their running trials (autotune.sweep.workers.orphaned_trials)
+    # ---------------------
     def _retry_orphans(self) -> None:
         """Fail and queue again the trials of workers that died (this host's at once, by pid; others' by heartbeat)."""
         if self.orphans.check(self.ctx.records.running):
@@ -273,16 +254,6 @@ class Sweep:
         }
 
 
-def finishing_runs_trials(space: Space, options: SweepOptions) -> bool:
-    """Whether the finishing stages (:meth:`Sweep._stages`) may run a trial: re-measuring, finalists, profiling, the
-    rehearsed start (only of a compiled winner: an eager one ships no compile artifacts to start from). A ``--gpus``
-    sweep's finishing worker starts its trial server only then."""
-    if options.replay:
-        return False
-    rehearses = options.rehearse_start and space.compiles
-    return bool(options.remeasure_top or options.profile_steps) or rehearses or space.finalists is not None
-
-
 def _predict(ctx: SweepContext) -> Predict:
     """The sampler's predicted seconds of trials, where it predicts them (a cost-aware sampler), each at least the
     run an eager full-precision trial needs at its batch (:func:`autotune.search.eagerrun.eager_run_s`, from the
@@ -296,25 +267,3 @@ def _predict(ctx: SweepContext) -> Predict:
         return floored(seconds, ctx.records.default, configurations) if seconds is not None else None
 
     return predict
-
-
-def _compile_ahead(ctx: SweepContext, executor: Executor, role: Role) -> CompileAhead | None:
-    """A compile ahead for this worker where it is wanted and can choose its graphs (:mod:`autotune.sweep.ahead`)."""
-    if not isinstance(executor, TrialExecutor) or not wanted(
-        ctx.options.compile_ahead, executor.device, 1 if role == "all" else 2
-    ):
-        return None
-    listed = list_configurations(ctx.space)
-    sampler = ctx.study.sampler
-    if listed is None or not isinstance(sampler, OrdinalView):
-        return None
-    study = ctx.study
-    ahead = CompileAhead(
-        executor,
-        listed.feasible,
-        lambda configurations: sampler.score(study, configurations),
-        ctx.progress,
-        ctx.space.budget.trial_timeout_s,
-        slots(),
-    )
-    return ahead if sampler.set_compiled_ahead(ahead.compiled, ahead.compiling) else None

@@ -5,19 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from autotune.errors import AutotuneError
 from autotune.jobspec import Pruning
 from autotune.records import Rehearsal, Tally, TimeShares
 from autotune.results import TrialResult
+from autotune.space import Space
 from autotune.storage import studies as studyio
 
-__all__ = ["DEFAULT_TRIALS", "Executor", "SweepOptions", "SweepSummary"]
+__all__ = ["DEFAULT_TRIALS", "Executor", "Role", "SweepOptions", "SweepSummary", "study_name"]
 
 DEFAULT_TRIALS = 20  # when neither the space nor the command sets a budget
 # How a measured trial runs: (params, timeout in seconds, when to stop it early) -> its result.
 Executor = Callable[[dict[str, Any], float, Pruning | None], TrialResult]
+Role = Literal["all", "search", "finish"]  # what a worker does: search, run the finishing stages, or both
 
 
 @dataclass(frozen=True)
@@ -43,15 +45,17 @@ class SweepOptions:
     gpus: tuple[str, ...] = ()
     # Another study of the same storage whose measured trials the sampler starts from (autotune.search.evidence).
     warm_start: str | None = None
-    # After the default, measure what an expert would try first on this device (autotune.sweep.informed).
+    # After the default, measure what an expert would try first on this device
+    # (autotune.sweep.proposals.informed_start).
     informed_start: bool = True
     # At the end, run the winner's production start once, from its compile artifacts, and ship what that start saved
-    # (autotune.sweep.rehearsal).
+    # (autotune.sweep.stages.rehearsal).
     rehearse_start: bool = True
-    # At the end, write the study's HTML report and its PNGs beside the storage (autotune.sweep.report_stage); the
+    # At the end, write the study's HTML report and its PNGs beside the storage (autotune.sweep.stages.report); the
     # `autotune report` command writes the same page at any time.
     report: bool = True
-    # Compile the search's next graphs on the idle CPU while trials run (autotune.sweep.ahead); None: where it pays.
+    # Compile the search's next graphs on the idle CPU while trials run (autotune.sweep.proposals.compile_ahead); None:
+    # where it pays.
     compile_ahead: bool | None = None
     # The sweep's end (time.time()), where one process set it for others: a --gpus orchestrator for its workers,
     # so that a worker started later (the finishing one) keeps the sweep's time limit. None: now + the timeout.
@@ -89,7 +93,7 @@ class SweepSummary:
     # Trial time (s) and measured trials until the first within 2% of the winner: what finding the answer cost.
     to_within_2pct: tuple[float, int] | None = None
     kernels_never_run: list[str] = field(default_factory=list)  # listed kernels no finished trial launched
-    start: Rehearsal | None = None  # the winner's production start, rehearsed (autotune.sweep.rehearsal)
+    start: Rehearsal | None = None  # the winner's production start, rehearsed (autotune.sweep.stages.rehearsal)
 
     @property
     def measured(self) -> int:
@@ -119,3 +123,8 @@ class SweepSummary:
     def pruned_share(self) -> float | None:
         """The share of trial time spent in trials that ended pruned (None before any trial ran)."""
         return self.time.pruned_share
+
+
+def study_name(space: Space, options: SweepOptions) -> str:
+    """``--study``, else the space file's name (``-replay`` added for a replayed sweep)."""
+    return options.study_name or space.path.stem + ("-replay" if options.replay else "")

@@ -27,7 +27,7 @@ from autotune.records.trial import read_trial
 from autotune.results import Status, TrialResult
 from autotune.space import Space
 from autotune.storage.rdb import quiet_optuna
-from autotune.sweep.proposals import Proposal
+from autotune.sweep.proposals.proposer import Proposal
 
 if TYPE_CHECKING:
     from autotune.tracking import SweepTracker

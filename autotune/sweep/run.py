@@ -1,6 +1,6 @@
 """The sweep's entry: one worker in this process, or (``--gpus``) one worker process per GPU under an orchestrator.
 
-Above both :class:`~autotune.sweep.loop.Sweep` and :mod:`autotune.sweep.gpus`, so that a worker never
+Above both :class:`~autotune.sweep.loop.Sweep` and :mod:`autotune.sweep.gpus.orchestrator`, so that a worker never
 imports the launcher that starts it.
 """
 
@@ -10,7 +10,7 @@ import optuna
 
 from autotune.space import Space
 from autotune.sweep.executors import replay_executor, trial_executor
-from autotune.sweep.gpus import run_on_gpus
+from autotune.sweep.gpus.orchestrator import run_on_gpus
 from autotune.sweep.loop import Sweep
 from autotune.sweep.options import SweepOptions, SweepSummary
 from autotune.views.progress import Progress
@@ -27,7 +27,7 @@ def run_sweep(
     """Run (or resume) the sweep of ``space`` until its budget, its time limit or exhaustion.
 
     ``sampler`` overrides the space's (the search benchmark compares samplers this way). With
-    ``options.gpus``, one worker process per GPU runs the sweep (:mod:`autotune.sweep.gpus`).
+    ``options.gpus``, one worker process per GPU runs the sweep (:mod:`autotune.sweep.gpus.orchestrator`).
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress lines say what matters
     if options.gpus:

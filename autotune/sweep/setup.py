@@ -17,8 +17,8 @@ from autotune.search.samplers import make_sampler
 from autotune.search.samplerview import OrdinalView
 from autotune.space import Space
 from autotune.storage.rdb import close_storage, open_storage, quiet_optuna
-from autotune.sweep.coverage import Coverage
-from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions
+from autotune.sweep.options import DEFAULT_TRIALS, SweepOptions, study_name
+from autotune.sweep.proposals.coverage import Coverage
 from autotune.views.progress import Progress
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "prepare_study",
     "record_budget",
     "study_info",
-    "study_name",
     "trial_budget",
 ]
 
@@ -43,11 +42,6 @@ def study_info(space: Space, options: SweepOptions) -> StudyInfo:
         space_text=space.text,
         objectives=tuple((o.metric, o.direction) for o in space.objectives),
     )
-
-
-def study_name(space: Space, options: SweepOptions) -> str:
-    """``--study``, else the space file's name (``-replay`` added for a replayed sweep)."""
-    return options.study_name or space.path.stem + ("-replay" if options.replay else "")
 
 
 class OpenStudy(NamedTuple):
@@ -187,7 +181,7 @@ def enqueue_first_trials(study: optuna.Study, space: Space, budget: int | None) 
     """Queue the PyTorch-default configuration first (every leaderboard shows the speedup over it)
     and, for a grid sampler, every point of the grid; returns the budget, capped by the grid's size
     (also when resuming, or when another process queued the grid) and by what a finite space can
-    still measure (:meth:`~autotune.sweep.coverage.Coverage.budget_cap`)."""
+    still measure (:meth:`~autotune.sweep.proposals.coverage.Coverage.budget_cap`)."""
     trials = study.get_trials(deepcopy=False)
     objectives = [(objective.metric, objective.direction) for objective in space.objectives]
     if not any(record.default for record in StudyRecords(study, objectives).trials):  # queued ones too

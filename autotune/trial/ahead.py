@@ -4,8 +4,8 @@ A sweep on one GPU is compile-bound: on an H100 a fresh ResNet-50 graph took 33-
 measuring, and the GPU waited all that time while 15 of the host's 16 cores sat idle. A compile needs the CPU,
 not the GPU: Dynamo and AOTAutograd trace with fake tensors, Inductor generates and builds its kernels in worker
 processes. So while one trial is measured, the sweep has this job compile the graphs of a configuration it
-expects to measure soon (:mod:`autotune.sweep.ahead`), into the study's Inductor and Triton folders; when that
-configuration's trial comes, its compile is a cache hit (a tiny MLP on a 2-core CPU: 31.7 s fresh, 2.7 s after
+expects to measure soon (:mod:`autotune.sweep.proposals.compile_ahead`), into the study's Inductor and Triton folders;
+when that configuration's trial comes, its compile is a cache hit (a tiny MLP on a 2-core CPU: 31.7 s fresh, 2.7 s after
 compiling ahead).
 
 The job builds the workload and applies the knobs with the trial's own code (:func:`autotune.knobs.apply`), so

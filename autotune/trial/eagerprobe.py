@@ -3,7 +3,7 @@
 A compile costs tens of seconds to minutes on a full model, and a sweep that prunes after warm-up has
 paid it already (on an H200, 28% of a vision transformer's sweep time went to trials pruned after
 compiling). The same configuration without the compiler runs at once: a few eager steps give its eager
-throughput. A study that has measured how much compiling gains (:mod:`autotune.sweep.compilegain`:
+throughput. A study that has measured how much compiling gains (:mod:`autotune.sweep.proposals.compile_pruning`:
 the largest ratio of a compiled trial's throughput to its own eager probe, with a margin) can then
 tell that a configuration cannot reach the pruning bound even compiled, and stop it before compiling.
 

@@ -2,8 +2,8 @@
 
 What production pays before its steady steps: ``apply()`` (the compile artifacts loaded there) and the first steps
 (compiling, tuning, graph capture), less those steps' steady time. The sweep's rehearsal of the winner's start
-(:mod:`autotune.sweep.rehearsal`) runs it in a fresh interpreter with empty compile caches and then saves what the
-start compiled and read (``save_to``): a production start, not a trial, because on an H100 (torch 2.11, Triton 3.6)
+(:mod:`autotune.sweep.stages.rehearsal`) runs it in a fresh interpreter with empty compile caches and then saves what
+the start compiled and read (``save_to``): a production start, not a trial, because on an H100 (torch 2.11, Triton 3.6)
 the kernels a trial process built had other Triton cache keys than those every production process built, whatever
 its Inductor folder was called (BENCHMARKS.md): shipped from a trial, 35 of GPT-2's were built again
 at each start. ``scripts/compile_artifacts_benchmark.py`` times the same start. Not a trial, then, though it lives

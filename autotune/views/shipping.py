@@ -91,7 +91,7 @@ def ship(
 
 def _saved(record: TrialRecord, folder: Path) -> tuple[bytes, Artifacts] | None:
     """The file that ships with the trial and its record, checked against the sha256 recorded: what the rehearsal of
-    its start saved (:mod:`autotune.sweep.rehearsal`), else the trial's own; None when neither is here."""
+    its start saved (:mod:`autotune.sweep.stages.rehearsal`), else the trial's own; None when neither is here."""
     choices = (
         (record.shipped_artifacts, "rehearsed start", "the trial's own then ship"),
         (record.compile_artifacts, "trial", "export then runs the trial once more"),

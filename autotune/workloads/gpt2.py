@@ -167,7 +167,8 @@ def build(preset: str = "full", norm: str = "torch", head: str = "torch", data: 
     return Workload(model, make_batch, loss_fn, default_batch_size=cfg.batch, items_per_sample=cfg.seq, unit="tokens/s")
 
 
-# What an expert tries first on a GPU (the sweep's informed start, autotune.sweep.informed): the fused head, whose
-# logits never exist whole (an H100, bf16, compiled, fused AdamW, batch 64: 496,681 tokens/s at 23.6 GiB against
-# torch's 374,321 at 59.1 GiB). Not the Triton LayerNorm: alone it beat neither eager nor compiled (BENCHMARKS.md).
+# What an expert tries first on a GPU (the sweep's informed start, autotune.sweep.proposals.informed_start): the fused
+# head, whose logits never exist whole (an H100, bf16, compiled, fused AdamW, batch 64: 496,681 tokens/s at 23.6 GiB
+# against torch's 374,321 at 59.1 GiB). Not the Triton LayerNorm: alone it beat neither eager nor compiled
+# (BENCHMARKS.md).
 build.informed_start = {"head": "fused"}  # type: ignore[attr-defined]

@@ -126,7 +126,7 @@ def build(preset: str = "full", data: str = "synthetic", augment: str = "cpu", f
     return Workload(model, make_batch, F.cross_entropy, default_batch_size=size.batch, unit="images/s")
 
 
-# What an expert tries first on a GPU (the sweep's informed start, autotune.sweep.informed): behind the host
-# loader, whole-batch uint8 fetches augmented on the GPU (an H100, 4 workers: 4,754 images/s against 3,244 with
+# What an expert tries first on a GPU (the sweep's informed start, autotune.sweep.proposals.informed_start): behind the
+# host loader, whole-batch uint8 fetches augmented on the GPU (an H100, 4 workers: 4,754 images/s against 3,244 with
 # 8 workers fetching and augmenting per image; search_spaces/resnet50_data.yaml). No-ops with synthetic data.
 build.informed_start = {"augment": "gpu", "fetch": "batch"}  # type: ignore[attr-defined]

@@ -20,7 +20,7 @@ from checks import run_interpreted
 from autotune.records import StudyRecords, schema
 from autotune.space import SpaceError, load_space
 from autotune.sweep import SweepOptions, run_sweep
-from autotune.sweep.summary import summary_text
+from autotune.sweep.stages.summary import summary_text
 from autotune.tracking.description import SweepFacts, finished
 from autotune.views.export import export
 from autotune.views.progress import Progress

@@ -12,7 +12,7 @@ from report_studies import make_info, synthetic_study
 
 from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepOptions
-from autotune.sweep.report_stage import Report, report_path
+from autotune.sweep.stages.report import Report, report_path
 from autotune.tracking import SweepTracker
 from autotune.views.progress import Progress
 

@@ -57,7 +57,7 @@ def test_the_summary_line_figure_is_the_record_model_s() -> None:
     """What the benchmark calls the summary line's figure is StudyRecords.time_to_within(0.02), as summarize() uses."""
     import inspect
 
-    from autotune.sweep import summary
+    from autotune.sweep.stages import summary
 
     assert "records.time_to_within(0.02)" in inspect.getsource(summary.summarize)
     assert "study.time_to_within(0.02)" in inspect.getsource(bench.run_one)

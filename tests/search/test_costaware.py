@@ -170,8 +170,9 @@ def test_the_cost_model_fits_a_small_study() -> None:
 
 
 def test_a_graph_compiled_ahead_is_priced_as_compiled() -> None:
-    """A compile ahead (autotune.sweep.ahead) puts a graph in the cache before any trial runs it: its trials cost a
-    compile from the cache, and the first one's own 3 s are a repeat of the 30 s compile ahead, not a fresh one."""
+    """A compile ahead (autotune.sweep.proposals.compile_ahead) puts a graph in the cache before any trial runs it: its
+    trials cost a compile from the cache, and the first one's own 3 s are a repeat of the 30 s compile ahead, not a
+    fresh one."""
     first = {"batch_size": 16, "compile_mode": "default", "fused_optimizer": False}
     trials = [
         TrialCost({"batch_size": 16, "compile_mode": "none", "fused_optimizer": False}, 5.0),
@@ -210,8 +211,9 @@ def test_a_graph_still_compiling_ahead_costs_the_rest_of_its_compile_then_a_repe
 
 
 def test_a_sweep_that_compiles_ahead_reads_the_scores_and_tells_what_it_compiled() -> None:
-    """What autotune.sweep.ahead asks of the sampler, through the ordinal view (batch sizes stored by value, seen as
-    indices): scores of whole configurations, and the configurations compiled ahead, then priced as compiled."""
+    """What autotune.sweep.proposals.compile_ahead asks of the sampler, through the ordinal view (batch sizes stored by
+    value, seen as indices): scores of whole configurations, and the configurations compiled ahead, then priced as
+    compiled."""
     distributions = {**COMPILE_SPACE, "batch_size": CategoricalDistribution([16, 32])}
     study = _study(
         distributions,

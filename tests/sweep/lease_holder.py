@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 
 from autotune.storage.rdb import open_storage, worker_id
-from autotune.sweep.lease import FINISH, open_leases
+from autotune.sweep.workers.leases import FINISH, open_leases
 
 
 def main() -> None:

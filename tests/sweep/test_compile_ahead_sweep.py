@@ -15,7 +15,7 @@ from study_records import measured_records
 from autotune.results import AHEAD_METRIC, AHEAD_WAIT_METRIC
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
-from autotune.sweep.ahead import MIN_CPUS, wanted
+from autotune.sweep.proposals.compile_ahead import MIN_CPUS, wanted
 from autotune.views.progress import Progress
 
 SPACE = """

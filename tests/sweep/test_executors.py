@@ -12,7 +12,7 @@ from pythonpath import child_env
 
 from autotune.space import load_space
 from autotune.sweep import SweepOptions
-from autotune.sweep.loop import finishing_runs_trials
+from autotune.sweep.stages.lineup import finishing_runs_trials
 
 SPACE = """\
 workload: {name: "trial_workloads:tiny_mlp", preset: tiny}

@@ -69,7 +69,7 @@ def test_gpu_workers_share_the_count(tmp_path: Path) -> None:
     study = load_study(tmp_path, "three")
     assert set(measured_configurations(study).values()) == {1} and len(measured_configurations(study)) == 3
     # Workers asking at once may each need no run before the same measurement, and each once at the end
-    # (autotune.sweep.coverage): at most one such row per worker per configuration. CI's loaded machine
+    # (autotune.sweep.proposals.coverage): at most one such row per worker per configuration. CI's loaded machine
     # wrote 9 rows in all, so a bound on the total alone (7) failed there; before: 109 rows.
     # A row a worker asked for as the space ran out, and ended without measuring, carries no kind: not a no-run row.
     no_run = Counter(

@@ -14,7 +14,7 @@ from finalist_workloads import WATCHED
 from autotune.records import TrialKind, schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
-from autotune.sweep.summary import summary_text
+from autotune.sweep.stages.summary import summary_text
 from autotune.views.export import export
 from autotune.views.leaderboard import leaderboard
 from autotune.views.progress import Progress

@@ -31,8 +31,8 @@ from sweep_processes import environment, sweep_args
 from tmpfs import fill, mounted_tmpfs
 
 from autotune.records import TrialKind, schema
-from autotune.sweep.fulldisk import RESUME
-from autotune.sweep.reserve import RESERVE_PREFIX
+from autotune.sweep.faults.disk_reserve import RESERVE_PREFIX
+from autotune.sweep.faults.full_disk import RESUME
 
 BUDGET = 3
 STUDY = "fill"

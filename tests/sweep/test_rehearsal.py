@@ -20,8 +20,9 @@ from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions
 from autotune.sweep.context import SweepContext
 from autotune.sweep.executors import TrialExecutor
-from autotune.sweep.rehearsal import Rehearse, rehearse
-from autotune.sweep.setup import study_info, study_name
+from autotune.sweep.options import study_name
+from autotune.sweep.setup import study_info
+from autotune.sweep.stages.rehearsal import Rehearse, rehearse
 from autotune.trial.compilecache import study_cache_dir
 from autotune.tuned import artifacts as compileartifacts
 from autotune.views.export import export

@@ -16,8 +16,8 @@ from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.context import SweepContext
 from autotune.sweep.executors import TrialExecutor
-from autotune.sweep.remeasure import Remeasure
-from autotune.sweep.timelimit import TimeLimit
+from autotune.sweep.stages.remeasure import Remeasure
+from autotune.sweep.stages.time_limit import TimeLimit
 from autotune.tuned.file import load
 from autotune.views.export import export
 from autotune.views.leaderboard import leaderboard

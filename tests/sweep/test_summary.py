@@ -14,7 +14,7 @@ from autotune.results import Status
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.options import SweepSummary
-from autotune.sweep.summary import summary_text
+from autotune.sweep.stages.summary import summary_text
 
 
 def test_summary_shows_the_time_in_pruned_trials(tmp_path: Path) -> None:

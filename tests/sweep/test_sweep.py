@@ -92,8 +92,8 @@ def check_remeasured_metric(uri: str, study: optuna.Study) -> None:
     """Each re-measured trial's child run carries its re-measured median; no other trial's run does.
 
     With ``--remeasure-top 1`` the top trial is re-measured, and if its median falls below a trial measured once, that
-    new leader is re-measured too (autotune.sweep.remeasure): on CI's loaded machine the default trial led the search
-    on one lucky figure and both were re-measured. So one or two, and the sweep's leader is among them."""
+    new leader is re-measured too (autotune.sweep.stages.remeasure): on CI's loaded machine the default trial led the
+    search on one lucky figure and both were re-measured. So one or two, and the sweep's leader is among them."""
     attrs = study.user_attrs
     medians = {
         t.number: data["median"]

@@ -417,7 +417,7 @@ def test_the_sweep_logs_the_winners_artifacts_beside_best_config(tmp_path: Path)
     from mlflow.tracking import MlflowClient
 
     from autotune.records import StudyRecords
-    from autotune.sweep.summary import _summary_artifacts
+    from autotune.sweep.stages.summary import _summary_artifacts
     from autotune.tracking import SweepTracker
 
     study, storage, _ = saved_trial(tmp_path)

@@ -35,10 +35,10 @@ from autotune.results import Status, TrialResult
 from autotune.space import Space, load_space
 from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepOptions
-from autotune.sweep.proposals import Proposal
+from autotune.sweep.proposals.proposer import Proposal
 from autotune.sweep.recorder import Recorder
-from autotune.sweep.remeasure import medians
-from autotune.sweep.summary import summarize, summary_text
+from autotune.sweep.stages.remeasure import medians
+from autotune.sweep.stages.summary import summarize, summary_text
 from autotune.tracking.description import SweepFacts, finished
 from autotune.tracking.trial_runs import TrialBatch
 from autotune.views.export import export

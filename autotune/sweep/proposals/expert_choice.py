@@ -1,0 +1,283 @@
+"""What an expert would try first for a space on a device, after the PyTorch default: the informed start's choice.
+
+Pure functions of the space, the default trial's record and the device's facts (:class:`DeviceFacts`, asked by
+:mod:`autotune.sweep.proposals.informed_start` in a trial process); nothing here runs a process or touches the study.
+
+What it picks, each only where the space offers the value (a knob the space fixes or does not search
+keeps its value; a ``when:`` is respected; other params keep the default's, and the space's listed kernels take
+what their own autotuners choose in a short eager run of this configuration,
+:mod:`autotune.sweep.proposals.kernel_start`):
+
+- on a GPU: bf16 autocast where the GPU has it, else fp16 (else TF32); channels_last where the model
+  has 4-D weights; ``torch.compile`` default; the fused optimizer; cuDNN benchmark; pinned batches,
+  ``non_blocking`` copies and 4 loader workers; the workload's own choices where it names them (its
+  build function's ``informed_start`` mapping: gpt2's fused LM head); and the largest batch whose
+  memory the default's measured peak says will fit (:func:`largest_batch`); then its twin in the other
+  half precision (:func:`precision_twin`);
+- on a CPU: ``torch.compile`` default and the fused optimizer; channels_last for 4-D weights; bf16
+  only where the CPU has AMX tiles (``amx_bf16``: elsewhere autocast to bf16 converts more than it
+  saves, and fp16 autocast on a CPU is slower still); the default's batch (a CPU process's peak is
+  its whole resident memory, not the batch's, and a CPU does not speed up with a larger batch as a
+  GPU does); no Triton kernels (they need a GPU).
+
+Before the default is measured, :func:`likely_starts` guesses the choice (all but the batch is known) so that its
+graphs can be compiled ahead while the default runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.records import TrialRecord
+from autotune.records.trial import finite
+from autotune.results import Status
+from autotune.space import Space
+from autotune.space.params import ParamSpec
+
+__all__ = [
+    "HALF_PRECISIONS",
+    "HEADROOM",
+    "LOWER_PRECISION_MEMORY",
+    "DeviceFacts",
+    "Expert",
+    "expert_params",
+    "largest_batch",
+    "likely_starts",
+    "precision_twin",
+]
+
+HEADROOM = 0.9  # the share of the device's memory (and of a memory constraint) the chosen batch may fill
+# Peak memory in bf16/fp16 autocast over fp32 at the same batch (H100/H200, BENCHMARKS.md): GPT-2 16.1 against
+# 19.8 GiB (0.81), ResNet-50 about 0.53. The larger ratio: a batch chosen by it fits both.
+LOWER_PRECISION_MEMORY = 0.8
+LOADER_WORKERS = 4  # the best loader measured behind ResNet-50 on an H100 (README: the whole job)
+HALF_PRECISIONS = ("bf16", "fp16")  # the two autocast formats, both measured where the GPU has both (precision_twin)
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What the informed start needs to know of the device and the workload, as a trial process sees them."""
+
+    device: str  # cuda | cpu
+    name: str = ""
+    memory_gib: float | None = None  # the device's total memory (a CPU's: the host's)
+    bf16: bool = False  # bf16 autocast pays: a GPU that has it, a CPU with AMX tiles
+    four_d_weights: bool | None = None  # None: not asked (the space does not search memory_format), or unknown
+    workload_choices: dict[str, Any] = field(default_factory=dict)
+    cpus: int = 1
+    layout_error: str | None = None  # why the model's weights could not be looked at (memory_format then stays)
+
+    @property
+    def gpu(self) -> bool:
+        return self.device == "cuda"
+
+    def describe(self) -> str:
+        """``NVIDIA H100 80GB HBM3 (79.1 GiB, bf16)``."""
+        notes = [f"{self.memory_gib:.1f} GiB"] if self.memory_gib else []
+        notes.append("bf16" if self.bf16 else "no bf16")
+        return f"{self.name or self.device} ({', '.join(notes)})"
+
+
+@dataclass(frozen=True)
+class Expert:
+    """The configuration an expert would try first (:func:`expert_params`): its params, what changed from the
+    default's, and notes on how (the batch's reckoning)."""
+
+    params: dict[str, Any]
+    changes: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """``precision=bf16, compile_mode=default, batch_size=64 (...)``."""
+        changed = ", ".join(f"{name}={_show(value)}" for name, value in self.changes.items())
+        return changed + "".join(f" ({note})" for note in self.notes)
+
+    def with_values(self, values: dict[str, Any], default: TrialRecord, note: str) -> Expert:
+        """These params set to ``values`` (the listed kernels' own choices), and ``note`` on how they were found."""
+        params = {**self.params, **values}
+        changes = {name: value for name, value in params.items() if default.params.get(name, _MISSING) != value}
+        return Expert(params, changes, (*self.notes, note) if note else self.notes)
+
+
+def _show(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# -- the expert's choice ---------------------------------------------------------------------------------------
+
+
+def _preferences(name: str, facts: DeviceFacts) -> tuple[Any, ...]:
+    """The values an expert tries for knob ``name`` on this device, best first (empty: keep the default's)."""
+    gpu = facts.gpu
+    if name == "precision":
+        if gpu:
+            return ("bf16", "fp16", "tf32") if facts.bf16 else ("fp16", "tf32")
+        return ("bf16",) if facts.bf16 else ()
+    if name == "memory_format":
+        return ("channels_last",) if facts.four_d_weights else ()
+    if name == "compile_mode":
+        return ("default",)
+    if name == "fused_optimizer":
+        return (True,)
+    if name in ("cudnn_benchmark", "pin_memory", "non_blocking"):
+        return (True,) if gpu else ()
+    if gpu and name in facts.workload_choices:
+        return (facts.workload_choices[name],)
+    return ()
+
+
+def _base(spec: ParamSpec, default: TrialRecord) -> Any:
+    """What ``spec`` takes where the expert has no opinion: the default trial's value, else the space's default."""
+    value = default.params.get(spec.name)
+    if value is not None and spec.contains(value):
+        return value
+    return spec.default if spec.default is not None else spec.first()
+
+
+def _pick(spec: ParamSpec, facts: DeviceFacts, default: TrialRecord, precision: Any) -> Any:
+    if spec.kind == "fixed":
+        return spec.first()
+    for value in _preferences(spec.name, facts):
+        if spec.contains(value):
+            return value
+    if spec.name == "num_workers" and facts.gpu and spec.count() is not None:
+        target = min(LOADER_WORKERS, max(1, facts.cpus // 2))
+        return min(spec.values(), key=lambda v: (abs(v - target), v))
+    if spec.name == "matmul_precision" and facts.gpu and precision == "default" and spec.contains("high"):
+        return "high"  # no lower precision on offer: TF32 matmuls at least
+    return _base(spec, default)
+
+
+def _peak_constraints_hold(space: Space, peak_gib: float) -> tuple[bool, list[str]]:
+    """Whether every constraint of the space over peak memory alone holds at ``peak_gib``, and their texts."""
+    texts, holds = [], True
+    for constraint in space.constraints:
+        if constraint.names == {"peak_mem_gib"}:
+            texts.append(constraint.text)
+            holds = holds and bool(constraint.evaluate({"peak_mem_gib": peak_gib}))
+    return holds, texts
+
+
+def largest_batch(
+    spec: ParamSpec,
+    default: TrialRecord,
+    facts: DeviceFacts,
+    space: Space,
+    lower_precision: bool,
+    memory_cap_gib: float | None = None,
+) -> tuple[Any, str | None]:
+    """The largest batch the default trial's measured peak says will fit, and how that was reckoned.
+
+    Peak memory is scaled from the default's in proportion to the batch (an over-estimate for a larger batch:
+    the weights and optimizer state do not grow with it), times :data:`LOWER_PRECISION_MEMORY` when the expert
+    lowers the precision. It must fit in :data:`HEADROOM` of the device's memory (and of ``--memory-cap``), and
+    every constraint over ``peak_mem_gib`` must hold at it over :data:`HEADROOM`. On a CPU, or without a peak
+    to scale, the default's batch stays; after an OOM, the largest batch below the default's.
+    """
+    base = _base(spec, default)
+    batch = default.params.get(spec.name) or (default.result.params.get(spec.name) if default.result else None)
+    count = spec.count()
+    if not isinstance(batch, int) or count is None or count > 10_000:
+        return base, None
+    values = sorted(v for v in spec.values() if isinstance(v, int))
+    if default.result is not None and default.result.status is Status.OOM:
+        smaller = [v for v in values if v < batch]
+        return (smaller[-1], f"trial {default.number} ran out of memory at batch {batch}") if smaller else (base, None)
+    peak = finite(default.metrics.get("peak_mem_gib")) if default.ok else None
+    if not facts.gpu or peak is None or peak <= 0:
+        return base, None
+    per_sample = peak / batch * (LOWER_PRECISION_MEMORY if lower_precision else 1.0)
+    limits = [m for m in (facts.memory_gib, memory_cap_gib) if m]
+    usable = HEADROOM * min(limits) if limits else None
+
+    def fits(value: int) -> bool:
+        estimate = per_sample * value
+        holds, _ = _peak_constraints_hold(space, estimate / HEADROOM)
+        return holds and (usable is None or estimate <= usable)
+
+    fitting = [v for v in values if fits(v)]
+    chosen = fitting[-1] if fitting else values[0]
+    bounds = [f"{usable:.1f} GiB usable"] if usable is not None else []
+    bounds += _peak_constraints_hold(space, 0.0)[1]
+    how = (
+        f"trial {default.number}'s peak {peak:.1f} GiB at batch {batch} scaled: about {per_sample * chosen:.1f} GiB "
+        f"at {chosen}{' in lower precision' if lower_precision else ''}, within {' and '.join(bounds) or 'no limit'}"
+    )
+    return chosen, how
+
+
+def expert_params(
+    space: Space, default: TrialRecord, facts: DeviceFacts, memory_cap_gib: float | None = None
+) -> Expert:
+    """The configuration an expert would try first for ``space`` on the device ``facts`` describe, after the
+    ``default`` trial (see the module docstring): a point of the space, params in declaration order."""
+    specs = space.params
+    precision = _pick(specs["precision"], facts, default, None) if "precision" in specs else None
+    lower = precision in HALF_PRECISIONS and default.params.get("precision") not in HALF_PRECISIONS
+    notes: list[str] = []
+    params: dict[str, Any] = {}
+    for spec in specs.values():
+        if not spec.is_active(params):
+            continue
+        if spec.name == "batch_size":
+            value, how = largest_batch(spec, default, facts, space, lower, memory_cap_gib)
+            if how is not None and value != default.params.get("batch_size"):
+                notes.append(how)
+        else:
+            value = _pick(spec, facts, default, precision)
+        params[spec.name] = value
+    changes = {name: value for name, value in params.items() if default.params.get(name, _MISSING) != value}
+    return Expert(params, changes, tuple(notes))
+
+
+def precision_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> dict[str, Any] | None:
+    """The informed start's params ``start`` in the other half precision, measured next to it: fp16 for bf16 where
+    the GPU has bf16 and the space searches both (the other way round where a space's start is fp16 by choice); None
+    elsewhere, or where the change would switch another param on or off (a ``when:`` on the precision) or break a
+    rule. The space's listed kernels keep the block sizes their autotuners chose for the start (its precision).
+
+    Tensor cores run the two at one rate; what differs is the rest of the step (fp16's loss scaling, each format's
+    casts and fused kernels), so which wins is the model's to say, and an expert measures both. In one 20-trial sweep
+    each on an H100 (BENCHMARKS.md), ResNet-50's informed start ran 5,938 images/s in bf16 and its
+    twin 6,219 in fp16, GPT-2's 485,380 tokens/s in bf16 and 473,387 in fp16; a ResNet-50 sweep around a bf16
+    informed start without the twin never compiled fp16 at its batch and ended at 0.958 of the fp16 winner.
+    """
+    precision = start.get("precision")
+    spec = space.params.get("precision")
+    if not facts.gpu or not facts.bf16 or precision not in HALF_PRECISIONS or spec is None:
+        return None
+    other = HALF_PRECISIONS[1 - HALF_PRECISIONS.index(precision)]
+    if not spec.contains(other):
+        return None
+    twin = {**start, "precision": other}
+    if any(param.is_active(twin) != param.is_active(start) for param in space.params.values()):
+        return None
+    return twin if space.is_feasible(twin)[0] else None
+
+
+def likely_starts(
+    space: Space, default: TrialRecord, facts: DeviceFacts, count: int, memory_cap_gib: float | None = None
+) -> list[dict[str, Any]]:
+    """Before ``default`` is measured: the configurations the informed start will most likely be, most likely first,
+    at most ``count`` (points of the space; empty where the expert would change nothing).
+
+    All but the batch is known: :func:`expert_params` decides it from the device alone. The batch is the largest
+    whose memory the default's peak says will fit, and that peak is not measured yet: on a GPU each of the space's
+    largest batches (none below the default's) is a guess, the largest first; on a CPU it is the default's batch, as
+    the informed start keeps it there. The most likely guess's twin in the other half precision
+    (:func:`precision_twin`, measured after it) comes second, before the other batches: it runs next, and a graph
+    not compiled ahead by then compiles in its trial (ResNet-50 on an H100: 44.8 s of a 58 s trial).
+    """
+    expert = expert_params(space, default, facts, memory_cap_gib)  # unmeasured default: its batch stays
+    if not expert.changes:
+        return []
+    batch, spec = expert.params.get("batch_size"), space.params.get("batch_size")
+    guesses = [expert.params]
+    if facts.gpu and isinstance(batch, int) and spec is not None and (spec.count() or 10_001) <= 10_000:
+        larger = sorted((v for v in spec.values() if isinstance(v, int) and v >= batch), reverse=True)
+        guesses = [{**expert.params, "batch_size": value} for value in larger]
+    feasible = [params for params in guesses if space.is_feasible(params)[0]]
+    twin = precision_twin(space, feasible[0], facts) if feasible else None
+    return (feasible[:1] + ([twin] if twin is not None else []) + feasible[1:])[:count]
