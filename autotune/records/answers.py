@@ -99,8 +99,13 @@ class StudyAnswers:
         outcomes = Counter(r.outcome for r in self.measured)
         pruned, infeasible = outcomes["pruned"], outcomes["infeasible"]
         failed = len(self.measured) - pruned - infeasible - outcomes["ok"]
-        finalists = sum(1 for r in self.measured if r.finalist_of is not None)
+        finalists = len(self.measured) - self.budgeted
         return Tally(len(self.measured), pruned, failed, infeasible, finalists)
+
+    @property
+    def budgeted(self) -> int:
+        """How many measured trials the budget counts: the search's, not the finalists its finishing stage ran."""
+        return sum(1 for r in self.measured if r.finalist_of is None)
 
     def time(self) -> TimeShares:
         """Where the measured trials' time went."""

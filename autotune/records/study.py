@@ -146,11 +146,6 @@ class StudyRecords(StudyAnswers):
         return self._measured
 
     @property
-    def budgeted(self) -> int:
-        """How many measured trials the budget counts: the search's, not the finalists its finishing stage ran."""
-        return sum(1 for r in self._measured if r.finalist_of is None)
-
-    @property
     def running(self) -> list[TrialRecord]:
         return [r for r in self._open if r.state is TrialState.RUNNING]
 

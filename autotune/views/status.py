@@ -17,7 +17,7 @@ import optuna
 
 from autotune.errors import AutotuneError
 from autotune.numbers import duration
-from autotune.records import StudyInfo, StudyRecords, SweepState, Tally, TrialRecord
+from autotune.records import StudyInfo, StudyRecords, SweepState, Tally
 from autotune.storage.rdb import is_dead_local_worker
 from autotune.views.progress import winner_text
 from autotune.views.text import format_params, kernel_never_run_warning
@@ -123,12 +123,12 @@ def _best(records: StudyRecords) -> str | None:
     return winner_text(records) if records.winner is not None else None
 
 
-def _eta(measured: list[TrialRecord], budget: int | None, running: list[Running]) -> float | None:
+def _eta(records: StudyRecords, budget: int | None, running: list[Running]) -> float | None:
     """Trials left times the median trial's wall time, shared among the workers running now (one when none runs)."""
-    durations = [r.duration_s for r in measured if r.ended is not None and r.started is not None]
+    durations = [r.duration_s for r in records.measured if r.ended is not None and r.started is not None]
     if budget is None or not durations:
         return None
-    left = budget - sum(1 for r in measured if r.finalist_of is None)  # the finalists are not the budget's
+    left = budget - records.budgeted
     if left <= 0:
         return None
     workers = max(1, len({run.worker for run in running if not run.worker_gone}))
@@ -149,7 +149,7 @@ def sweep_status(study: optuna.Study, info: StudyInfo, now: datetime | None = No
         budget,
         running,
         _best(records),
-        _eta(records.measured, budget, running),
+        _eta(records, budget, running),
         state.warm_start,
         records.time().line(),
         state.finished_over,
