@@ -28,12 +28,12 @@ nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv,nohead
 mapfile -t commands < <(grep -hE '^(autotune|pytest|python3?) .*# needs a GPU' README.md docs/*.md docs/*/*.md 2>/dev/null \
     | sed -E 's/[[:space:]]*# needs a GPU.*$//' | grep -E -- "$pattern" | awk '!seen[$0]++')
 summary=()
-i=0
+
 for command in "${commands[@]}"; do
-    i=$((i + 1))
-    folder=/tmp/doc_commands/$i
+
+    folder=/tmp/doc_commands/$(printf %s "$command" | md5sum | cut -c1-8)
     mkdir -p "$folder"
-    echo "=== [$i] $command"
+    echo "=== $command"
     began=$(date +%s.%N)
     if [[ $command == pytest* ]]; then
         (cd "$repo" && timeout -s INT "$limit" bash -c "$command") 2>&1 | tail -n 25
