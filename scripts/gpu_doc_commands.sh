@@ -28,9 +28,7 @@ nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv,nohead
 mapfile -t commands < <(grep -hE '^(autotune|pytest|python3?) .*# needs a GPU' README.md docs/*.md docs/*/*.md 2>/dev/null \
     | sed -E 's/[[:space:]]*# needs a GPU.*$//' | grep -E -- "$pattern" | awk '!seen[$0]++')
 summary=()
-
 for command in "${commands[@]}"; do
-
     folder=/tmp/doc_commands/$(printf %s "$command" | md5sum | cut -c1-8)
     mkdir -p "$folder"
     echo "=== $command"
