@@ -41,6 +41,10 @@ def _parse_assignments(pairs: tuple[str, ...]) -> dict[str, str]:
     return params
 
 
+def _study_option(verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--study", "study_name", help=f"The study to {verb} [default: the storage's only study].")
+
+
 def _names_storage_faults(command: Callable[..., None]) -> Callable[..., None]:
     """A command whose ``storage`` (a full disk, a corrupt or read-only file) fails with one line naming it.
 
@@ -284,13 +288,13 @@ def sweep(space_file: Path, **flags: Any) -> None:
 
 
 @cli.command()
-@click.option("--study", "study_name", required=True, help="The study to show.")
+@_study_option("show")
 @click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
 @click.option("--top", type=click.IntRange(min=1), help="Show only the best N.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @click.option("--wide", is_flag=True, help="One line per trial, however wide (default: fit the terminal).")
 @_names_storage_faults
-def leaderboard(study_name: str, storage: str, top: int | None, fmt: str, wide: bool) -> None:
+def leaderboard(study_name: str | None, storage: str, top: int | None, fmt: str, wide: bool) -> None:
     """Rank the measured trials of a study: knobs, throughput, speedup over the default, memory, energy."""
     from autotune.views.leaderboard import Format, render
     from autotune.views.leaderboard import leaderboard as rank
@@ -300,7 +304,7 @@ def leaderboard(study_name: str, storage: str, top: int | None, fmt: str, wide: 
 
 
 @cli.command()
-@click.option("--study", "study_name", required=True, help="The study to export from.")
+@_study_option("export from")
 @click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("tuned.yaml"), show_default=True)
 @click.option("--rule", help="Pick the best trial whose metrics satisfy this, e.g. 'peak_mem_gib <= 40'.")
@@ -311,7 +315,7 @@ def leaderboard(study_name: str, storage: str, top: int | None, fmt: str, wide: 
     help="Ship the winner's compile beside the file (a trial that saved none is run once more, on this machine).",
 )
 @_names_storage_faults
-def export(study_name: str, storage: str, output: Path, rule: str | None, compile_artifacts: bool) -> None:
+def export(study_name: str | None, storage: str, output: Path, rule: str | None, compile_artifacts: bool) -> None:
     """Write the winning configuration as a tuned-config file for production training.
 
     A compiled winner's compile artifacts go beside it (OUTPUT's stem + .compile-artifacts.bin): production's
@@ -329,7 +333,7 @@ def export(study_name: str, storage: str, output: Path, rule: str | None, compil
     trial = config.provenance.get("trial")
     shipped = config.compile_artifacts
     also = f" and {shipped['file']} ({shipped['bytes'] / 2**20:.1f} MiB of compile artifacts)" if shipped else ""
-    click.echo(f"wrote {output}{also} (study {study_name}, trial {trial}): {config.knobs}")
+    click.echo(f"wrote {output}{also} (study {study.study_name}, trial {trial}): {config.knobs}")
 
 
 def _run_once(spec: Any) -> Any:
@@ -340,7 +344,7 @@ def _run_once(spec: Any) -> Any:
 
 
 @cli.command()
-@click.option("--study", "study_name", required=True, help="The study to profile.")
+@_study_option("profile")
 @click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
 @click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="Profiled steps per trial.")
 @click.option("--out", type=click.Path(path_type=Path), help="Folder for the Chrome traces [default: profiles/STUDY].")
@@ -348,14 +352,14 @@ def _run_once(spec: Any) -> Any:
 @click.option("--no-mlflow", is_flag=True, help="Do not log the table and traces to the sweep's MLflow run.")
 @_names_storage_faults
 def profile(
-    study_name: str, storage: str, steps: int, out: Path | None, tracking_uri: str | None, no_mlflow: bool
+    study_name: str | None, storage: str, steps: int, out: Path | None, tracking_uri: str | None, no_mlflow: bool
 ) -> None:
     """torch.profiler over the PyTorch-default trial and the winner: where each step's time goes, side by side."""
     from autotune.profiling import ProfileFailed, profile_study, space_of
     from autotune.sweep.stages.profile import profile_folder
 
     study, info = _open_study(study_name, storage)
-    folder = (out or profile_folder(study_name)).absolute()
+    folder = (out or profile_folder(study.study_name)).absolute()
     try:
         result = profile_study(
             study, info, space_of(info), folder, steps=steps, say=lambda line: click.echo(line, err=True)
@@ -367,17 +371,17 @@ def profile(
         from autotune.storage.studies import redact_url
         from autotune.tracking import SweepTracker
 
-        tracker = SweepTracker(study_name, tracking_uri)
+        tracker = SweepTracker(study.study_name, tracking_uri)
         where = redact_url(tracker.tracking_uri)
         logged = result.log(tracker)
         click.echo(f"logged to the sweep's MLflow run in {where}" if logged else f"not logged: no sweep run in {where}")
 
 
 @cli.command()
-@click.option("--study", "study_name", required=True, help="The study to show.")
+@_study_option("show")
 @click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
 @_names_storage_faults
-def status(study_name: str, storage: str) -> None:
+def status(study_name: str | None, storage: str) -> None:
     """A sweep's progress from another terminal: trials done and running (where, for how long), best, ETA."""
     from autotune.views.status import sweep_status
 
@@ -412,13 +416,13 @@ def verify(tuned_file: Path, repeats: int, device: str | None, timeout: float) -
 
 
 @cli.command()
-@click.option("--study", "study_name", required=True, help="The study to report on.")
+@_study_option("report on")
 @click.option("--storage", default="sqlite:///autotune.db", show_default=True, help="Optuna RDB URL.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("report.html"), show_default=True)
 @click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")
 @click.option("--no-mlflow", is_flag=True, help="Do not log the report to the sweep's MLflow run.")
 @_names_storage_faults
-def report(study_name: str, storage: str, output: Path, tracking_uri: str | None, no_mlflow: bool) -> None:
+def report(study_name: str | None, storage: str, output: Path, tracking_uri: str | None, no_mlflow: bool) -> None:
     """One self-contained HTML page of plots (opens offline), and the same figures as PNGs beside it."""
     from autotune.reporting import figures_folder, write_report
 
@@ -429,16 +433,17 @@ def report(study_name: str, storage: str, output: Path, tracking_uri: str | None
         from autotune.storage.studies import redact_url
         from autotune.tracking import SweepTracker
 
-        tracker = SweepTracker(study_name, tracking_uri)
+        tracker = SweepTracker(study.study_name, tracking_uri)
         where = redact_url(tracker.tracking_uri)
         logged = written.log(tracker)
         click.echo(f"logged to the sweep's MLflow run in {where}" if logged else f"not logged: no sweep run in {where}")
 
 
-def _open_study(name: str, storage: str) -> tuple[Any, Any]:
+def _open_study(name: str | None, storage: str) -> tuple[Any, Any]:
     from autotune.records import load_study_info
-    from autotune.storage.studies import load_existing_study
+    from autotune.storage.studies import load_existing_study, the_only_study
 
+    name = the_only_study(storage) if name is None else name
     study = load_existing_study(name, storage)
     info = load_study_info(study)
     if info is None:

@@ -118,3 +118,17 @@ def test_validate_accepts_every_shipped_space() -> None:
 def test_leaderboard_of_a_missing_study_is_bad_input(tmp_path: Path) -> None:
     proc = autotune("leaderboard", "--study", "nope", "--storage", f"sqlite:///{tmp_path}/a.db")
     assert_one_line_error(proc, "no study 'nope'")
+
+
+def test_a_view_given_no_study_reads_the_storage_only_one(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path}/a.db"
+    assert_one_line_error(autotune("status", "--storage", storage), "no study in", "run autotune sweep first")
+    replayed = ["--replay", "scripts/data/gpt2_h100_modelled.json", "--n-trials", "2", "--no-mlflow"]
+    sweep = autotune("sweep", "search_spaces/gpt2.yaml", *replayed, "--storage", storage)
+    assert sweep.returncode == 0, sweep.stderr
+    status = autotune("status", "--storage", storage)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith("study gpt2-replay (gpt2): 2 of 2 measured"), status.stdout
+    again = autotune("sweep", "search_spaces/gpt2.yaml", *replayed, "--storage", storage, "--study", "again")
+    assert again.returncode == 0, again.stderr
+    assert_one_line_error(autotune("leaderboard", "--storage", storage), "name one with --study", "(again, gpt2-replay)")

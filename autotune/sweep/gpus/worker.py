@@ -23,6 +23,7 @@ import optuna
 from autotune.devicecheck import DeviceCheck
 from autotune.errors import AutotuneError, first_line
 from autotune.interrupts import STOP_SIGNALS, Interrupted, StopSignals
+from autotune.quiet import quiet_resource_tracker
 from autotune.records import Tally
 from autotune.sweep.executors import trial_executor
 from autotune.sweep.gpus import messages as events
@@ -67,6 +68,8 @@ def send(conn: Connection, event: events.WorkerEvent) -> None:
 
 def main() -> None:
     """The worker process: run the job it is sent, then say how it ended."""
+    # A worker is a fresh interpreter whose trials start their own resource tracker: quiet it as the CLI does.
+    quiet_resource_tracker()
     conn = Connection(int(sys.argv[1]))
     with StopSignals():
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a signal held since start-up lands now
