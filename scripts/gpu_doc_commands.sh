@@ -25,8 +25,8 @@ export PATH=$bin:$PATH
 python3 -c "import torch, triton, optuna, mlflow; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
 'triton', triton.__version__, 'optuna', optuna.__version__, 'mlflow', mlflow.__version__)"
 nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv,noheader
-mapfile -t commands < <(grep -hE '^(autotune|pytest|python3?) .*# needs a GPU' README.md docs/*.md docs/*/*.md 2>/dev/null \
-    | sed -E 's/[[:space:]]*# needs a GPU.*$//' | grep -E -- "$pattern" | awk '!seen[$0]++')
+mapfile -t commands < <(grep -hE '^(autotune|pytest|python3?) .*# needs (a|[a-z]+) GPUs?' README.md docs/*.md docs/*/*.md 2>/dev/null \
+    | sed -E 's/[[:space:]]*# needs (a|[a-z]+) GPUs?.*$//' | grep -E -- "$pattern" | awk '!seen[$0]++')
 summary=()
 for command in "${commands[@]}"; do
     folder=/tmp/doc_commands/$(printf %s "$command" | md5sum | cut -c1-8)
@@ -34,7 +34,8 @@ for command in "${commands[@]}"; do
     echo "=== $command"
     began=$(date +%s.%N)
     if [[ $command == pytest* ]]; then
-        (cd "$repo" && timeout -s INT "$limit" bash -c "$command") 2>&1 | tail -n 25
+        # python3 -m: an image's own pytest script may not match the pytest installed from .whl
+        (cd "$repo" && timeout -s INT "$limit" bash -c "python3 -m $command") 2>&1 | tail -n 25
     else
         (cd "$folder" && ln -sfn "$repo/search_spaces" search_spaces && timeout -s INT "$limit" bash -c "$command") 2>&1 \
             | tail -n 25
@@ -42,7 +43,7 @@ for command in "${commands[@]}"; do
     status=${PIPESTATUS[0]}
     wall=$(python3 -c "print(f'{$(date +%s.%N) - $began:.0f}')")
     if [[ $command == "autotune sweep"* ]] && ls "$folder"/*.db >/dev/null 2>&1; then
-        (cd "$folder" && python3 -m autotune status 2>&1 | tail -n 8)
+        (cd "$folder" && python3 -m autotune status 2>&1 | tail -n 8)  # the folder's one study
     fi
     summary+=("exit $status after ${wall} s: $command")
 done

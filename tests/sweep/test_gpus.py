@@ -159,3 +159,12 @@ def test_gpu_workers_do_not_propose_in_lockstep_from_their_first_ask(tmp_path: P
     assert collisions(tmp_path, "plain", plain, plain) >= 1  # in lockstep until the collision reseeds one
     gpus = options("gpus")
     assert collisions(tmp_path, "gpus", worker_options(gpus, space, 0), worker_options(gpus, space, 1)) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpus_past_the_machine_count_are_bad_input() -> None:
+    count = torch.cuda.device_count()
+    assert parse_gpus(",".join(str(i) for i in range(count))) == tuple(str(i) for i in range(count))
+    with pytest.raises(AutotuneError, match=f"this machine has {count} GPU.*so no GPU {count}$"):
+        parse_gpus(",".join(str(i) for i in range(count + 1)))

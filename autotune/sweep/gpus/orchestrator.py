@@ -62,6 +62,12 @@ def parse_gpus(text: str) -> tuple[str, ...]:
     """
     if text.strip() == "all":
         return _all_gpus()
+    entries = _entries(text)
+    _check_indices(text, entries)
+    return entries
+
+
+def _entries(text: str) -> tuple[str, ...]:
     entries = tuple(entry.strip() for entry in text.split(","))
     for entry in entries:
         if not (entry.isdigit() or entry.startswith(("GPU-", "MIG-"))):
@@ -71,10 +77,26 @@ def parse_gpus(text: str) -> tuple[str, ...]:
     return entries
 
 
+def _check_indices(text: str, entries: tuple[str, ...]) -> None:
+    """Refuse indices past the GPUs NVML counts (a typo, or a command copied from a larger box) before any worker
+    starts; without NVML (a CPU machine) the workers' device checks say what is wrong."""
+    try:
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+    except Exception:  # no driver, no library
+        return
+    missing = [entry for entry in entries if entry.isdigit() and int(entry) >= count]
+    if missing:
+        have = (
+            f"{count} GPU{'s' if count != 1 else ''} (indices 0-{count - 1})" if count > 1 else f"{count} GPU (index 0)"
+        )
+        raise AutotuneError(f"--gpus {text!r}: this machine has {have}, so no GPU {', '.join(missing)}")
+
+
 def _all_gpus() -> tuple[str, ...]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
     if visible:
-        return parse_gpus(visible)
+        return _entries(visible)
     try:
         pynvml.nvmlInit()
         count = pynvml.nvmlDeviceGetCount()
