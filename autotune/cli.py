@@ -109,10 +109,10 @@ def trial(
 
     Example: autotune trial resnet50 -p precision=bf16 -p memory_format=channels_last -p batch_size=256
     """
-    from autotune.jobspec import MeasureSettings, TrialSpec
     from autotune.runner import TrialRunner
     from autotune.search.costmodel import compiles
     from autotune.trial.job import check_spec
+    from autotune.trial.trialspec import MeasureSettings, TrialSpec
     from autotune.views import text as report
 
     parsed = _parse_assignments(params)

@@ -46,11 +46,12 @@ from autotune.runner import PRELOAD
 STEPS = [
     ("trial/job.py", "use_study_cache"),
     ("trial/artifacts.py", "load_before_compile"),
+    ("kernels/listing.py", "load_kernel"),
     ("kernels/pinning.py", "pin_all"),
     ("workloads/__init__.py", "build"),
     ("trial/numerics.py", "reference_pass"),
-    ("trial/training.py", "_apply_knobs"),
-    ("trial/training.py", "_eager_probe"),
+    ("knobs/applying.py", "apply"),
+    ("trial/eagerprobe.py", "probe_before_work"),
 ]
 
 
@@ -127,8 +128,9 @@ def profile_trial(
     workload: str, params: dict[str, object], preset: str, device: str, cache: str, top: int, whole: bool = False
 ) -> None:
     print(f"trial server's imports: {_preload():.2f} s (not counted below)")
-    from autotune.jobspec import Pruning, TrialSpec
     from autotune.trial.job import run_trial
+    from autotune.trial.pruning import Pruning
+    from autotune.trial.trialspec import TrialSpec
 
     unreachable = Pruning(below=float("inf"), compile_gain=1.0, basis="scripts/trial_setup.py")
     spec = TrialSpec(workload, params, preset, device, compile_cache_dir=cache, pruning=None if whole else unreachable)

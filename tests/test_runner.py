@@ -15,9 +15,9 @@ import pytest
 import torch
 from pythonpath import child_env
 
-from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.results import Status
 from autotune.runner import TrialRunner
+from autotune.trial.trialspec import MeasureSettings, TrialSpec
 
 FAST = MeasureSettings(min_warmup_steps=2, min_steps=5, min_time_s=0.05, max_warmup_s=5)
 
@@ -116,7 +116,7 @@ def test_trial_processes_are_fresh(runner: TrialRunner) -> None:
 
 KILLED_PARENT = """
 import sys
-from autotune.jobspec import TrialSpec
+from autotune.trial.trialspec import TrialSpec
 from autotune.runner import TrialRunner
 
 if __name__ == "__main__":

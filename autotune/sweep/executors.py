@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from autotune import runner as trialrunner
-from autotune.jobspec import Pruning, TrialSpec
 from autotune.results import TrialResult
 from autotune.search.replay import ReplayRecords
 from autotune.search.replaytimes import TimedReplay
 from autotune.space import Space
 from autotune.sweep.options import Executor, SweepOptions, study_name
 from autotune.trial.compilecache import study_cache_dir
+from autotune.trial.pruning import Pruning
+from autotune.trial.trialspec import TrialSpec
 
 __all__ = ["TrialExecutor", "replay_executor", "trial_executor"]
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError
-from autotune.jobspec import TrialSpec
 from autotune.numbers import number, quantity
 from autotune.results import TrialResult
 from autotune.trial.artifacts import shipped_spec_field
+from autotune.trial.trialspec import TrialSpec
 from autotune.tuned import artifacts as compileartifacts
 from autotune.tuned.file import env_differences, load
 

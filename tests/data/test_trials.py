@@ -16,10 +16,10 @@ import pytest
 
 import autotune.workloads
 from autotune.errors import AutotuneError
-from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.results import Status
 from autotune.runner import TrialRunner
 from autotune.trial.job import run_trial
+from autotune.trial.trialspec import MeasureSettings, TrialSpec
 
 HERE = Path(__file__).resolve().parent
 FAST = MeasureSettings(min_warmup_steps=2, min_steps=5, min_time_s=0.05, max_warmup_s=5)

@@ -12,7 +12,6 @@ import optuna
 import pytest
 from recorded_studies import add_timed, make_info, make_study
 
-from autotune.jobspec import Pruning, TrialSpec
 from autotune.records import StudyRecords, schema
 from autotune.results import Status, TrialResult
 from autotune.space import load_space
@@ -21,6 +20,8 @@ from autotune.sweep import Sweep, SweepOptions, run_sweep
 from autotune.sweep.setup import trial_budget
 from autotune.sweep.stages.time_limit import TimeLimit, finalist_estimate, finalist_sources, remeasure_run_s
 from autotune.trial.compilecache import study_cache_dir
+from autotune.trial.pruning import Pruning
+from autotune.trial.trialspec import TrialSpec
 from autotune.views.progress import Progress
 
 CDT = FinalistsSpec(top=1, inductor={"coordinate_descent_tuning": True})
