@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from autotune.host import name_process
-from autotune.results import Status, TrialResult
+from autotune.measurement import Status, TrialResult
 from autotune.trial.trialspec import TrialSpec
 
 __all__ = ["AHEAD_PROCESS", "TRIAL_PROCESS", "ChildOutcome", "Running", "TrialRunner"]

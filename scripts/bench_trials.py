@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune.results import TrialResult
+from autotune.measurement import TrialResult
 from autotune.runner import TrialRunner
 from autotune.trial.trialspec import TrialSpec
 

@@ -54,8 +54,8 @@ from typing import Any
 
 import numpy as np
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import params_key
-from autotune.results import Status, TrialResult
 from autotune.search.costmodel import compiles, graph_key
 from autotune.search.replay import ReplayRecords
 from autotune.search.replaytimes import TimedReplay

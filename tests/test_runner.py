@@ -15,7 +15,7 @@ import pytest
 import torch
 from pythonpath import child_env
 
-from autotune.results import Status
+from autotune.measurement import Status
 from autotune.runner import TrialRunner
 from autotune.trial.trialspec import MeasureSettings, TrialSpec
 

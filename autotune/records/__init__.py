@@ -12,7 +12,7 @@
   them, for every view to render (:class:`StudyAnswers`): the ranked trials, the winner, speedups, the tally, the
   time shares, the pick of an export rule.
 
-It may import optuna, :mod:`autotune.results`, :mod:`autotune.expr` and :mod:`autotune.errors`; nothing
+It may import optuna, :mod:`autotune.measurement`, :mod:`autotune.expr` and :mod:`autotune.errors`; nothing
 that runs trials or renders views (and the space package only to rebuild a study's space on demand).
 """
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import schema
 from autotune.records.rehearsal import Rehearsal
 from autotune.records.schema import TrialKind
-from autotune.results import Status, TrialResult
 
 __all__ = ["Remeasurement", "TrialRecord", "finite", "is_default", "is_informed", "is_twin", "read_trial"]
 

@@ -35,9 +35,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+from autotune.measurement import Status, TrialResult
 from autotune.numbers import number
 from autotune.records.trial import REPLAYED_DURATION
-from autotune.results import Status, TrialResult
 from autotune.search.costmodel import graph_key
 from autotune.search.replay import ReplayRecords
 from autotune.trial.pruning import KERNELS_AUTOTUNING, Pruning

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import runner as trialrunner
-from autotune.results import TrialResult
+from autotune.measurement import TrialResult
 from autotune.search.replay import ReplayRecords
 from autotune.search.replaytimes import TimedReplay
 from autotune.space import Space

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from autotune.errors import first_line
-from autotune.results import TrialResult
+from autotune.measurement import TrialResult
 from autotune.trial.trialspec import TrialSpec
 from autotune.tuned import artifacts as compileartifacts
 

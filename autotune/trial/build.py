@@ -16,8 +16,8 @@ import torch
 from autotune import workloads
 from autotune.errors import AutotuneError
 from autotune.knobs.registry import KNOB_SPECS, Knobs
+from autotune.measurement import Status, TrialResult
 from autotune.quiet import quiet_tf32_hint
-from autotune.results import Status, TrialResult
 from autotune.trial.training import TrainingTrial, measure_training, overhead
 from autotune.trial.trialspec import TrialSpec
 

@@ -23,7 +23,7 @@ from autotune.kernels.listing import load_kernel
 from autotune.kernels.pinning import TrialPins
 from autotune.knobs.precision import AUTOCAST_DTYPES
 from autotune.knobs.registry import Knobs
-from autotune.results import TrialResult
+from autotune.measurement import TrialResult
 from autotune.trial import artifacts as trialartifacts
 from autotune.trial import compilecache
 from autotune.trial.build import measure_workload, split_params

@@ -1,4 +1,4 @@
-"""The :class:`~autotune.results.TrialResult` a training trial ends with: pruned before its one-off work, pruned
+"""The :class:`~autotune.measurement.TrialResult` a training trial ends with: pruned before its one-off work, pruned
 after its warm-up, or measured; what it costs besides its steps; what ``compile_scope=blocks`` compiled.
 
 The stages before it (:mod:`autotune.trial.eagerprobe`, :mod:`autotune.trial.warmup`, the timed window of
@@ -11,7 +11,7 @@ from typing import Any
 
 from autotune.kernels.autotuning import autotuning_metrics
 from autotune.knobs.stepcontext import StepContext
-from autotune.results import Status, TrialResult
+from autotune.measurement import Status, TrialResult
 from autotune.trial.compilephases import compile_phases
 from autotune.trial.eagerprobe import EagerProbe
 from autotune.trial.measure import GpuTelemetry

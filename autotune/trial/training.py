@@ -28,7 +28,7 @@ from autotune import workloads
 from autotune.data import LoaderBatches, data_noops, wait_metrics
 from autotune.knobs.applying import apply
 from autotune.knobs.registry import Knobs
-from autotune.results import Status, TrialResult
+from autotune.measurement import Status, TrialResult
 from autotune.trial.batches import batch_source
 from autotune.trial.eagerprobe import one_off_work, probe_before_work
 from autotune.trial.measure import GpuTelemetry, peak_memory_gib, settled, summarize, time_steps

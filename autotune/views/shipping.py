@@ -25,8 +25,8 @@ import torch
 
 from autotune.atomicfile import write_atomically
 from autotune.errors import AutotuneError
+from autotune.measurement import TrialResult
 from autotune.records import StudyInfo, TrialRecord
-from autotune.results import TrialResult
 from autotune.trial.compilecache import study_cache_dir
 from autotune.trial.trialspec import TrialSpec
 from autotune.tuned import artifacts as compileartifacts

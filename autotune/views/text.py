@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from autotune.measurement import TrialResult
 from autotune.numbers import number, quantity
-from autotune.results import TrialResult
 
 __all__ = ["format_params", "kernel_never_run_warning", "trial_summary"]
 

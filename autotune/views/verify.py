@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError
+from autotune.measurement import TrialResult
 from autotune.numbers import number, quantity
-from autotune.results import TrialResult
 from autotune.trial.artifacts import shipped_spec_field
 from autotune.trial.trialspec import TrialSpec
 from autotune.tuned import artifacts as compileartifacts

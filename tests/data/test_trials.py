@@ -16,7 +16,7 @@ import pytest
 
 import autotune.workloads
 from autotune.errors import AutotuneError
-from autotune.results import Status
+from autotune.measurement import Status
 from autotune.runner import TrialRunner
 from autotune.trial.job import run_trial
 from autotune.trial.trialspec import MeasureSettings, TrialSpec

@@ -15,7 +15,7 @@ from autotune import knobs
 from autotune.errors import InvalidCombination
 from autotune.knobs import Knobs
 from autotune.knobs.regional import find_blocks, signature
-from autotune.results import Status
+from autotune.measurement import Status
 from autotune.trial.eagerprobe import EagerProbe, eager_twin
 from autotune.trial.job import run_trial
 from autotune.trial.pruning import Pruning

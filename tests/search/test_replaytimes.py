@@ -12,7 +12,7 @@ import optuna
 import pytest
 from study_records import records_of
 
-from autotune.results import Status
+from autotune.measurement import Status
 from autotune.search.replay import ReplayRecords
 from autotune.search.replaytimes import TimedReplay
 from autotune.space import load_space

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from autotune.results import Status, TrialResult
+from autotune.measurement import Status, TrialResult
 from autotune.space import load_space
 from autotune.sweep import SweepOptions
 from autotune.sweep.loop import Sweep

@@ -13,8 +13,8 @@ import optuna
 import yaml
 from recorded_studies import add_trial
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, schema
-from autotune.results import Status, TrialResult
 from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions
 from autotune.sweep.context import SweepContext

@@ -12,8 +12,8 @@ import optuna
 import pytest
 from recorded_studies import add_timed, make_info, make_study
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, schema
-from autotune.results import Status, TrialResult
 from autotune.space import load_space
 from autotune.space.settings import FinalistsSpec
 from autotune.sweep import Sweep, SweepOptions, run_sweep

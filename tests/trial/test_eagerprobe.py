@@ -15,7 +15,7 @@ from pythonpath import TESTS, child_env
 from torch.nn import functional as F
 
 from autotune import knobs, workloads
-from autotune.results import Status
+from autotune.measurement import Status
 from autotune.trial.eagerprobe import PROBE_STEPS, EagerProbe, ceiling, eager_twin
 from autotune.trial.job import run_trial
 from autotune.trial.pruning import EAGER_ONE_OFF_MS, PROBE_SPREAD, Pruning

@@ -36,8 +36,8 @@ from triton_folders import NAME, add_kernel
 
 from autotune.errors import AutotuneError
 from autotune.knobs import Knobs
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyInfo
-from autotune.results import Status, TrialResult
 from autotune.runner import TrialRunner
 from autotune.trial.compilecache import study_cache_dir
 from autotune.trial.trialspec import MeasureSettings, TrialSpec

@@ -28,10 +28,10 @@ from optuna.trial import TrialState
 from pythonpath import child_env
 
 from autotune.errors import AutotuneError
+from autotune.measurement import Status, TrialResult
 from autotune.numbers import number as number_text
 from autotune.records import StudyInfo, StudyRecords, TrialKind, schema
 from autotune.reporting.data import gather
-from autotune.results import Status, TrialResult
 from autotune.space import Space, load_space
 from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepOptions

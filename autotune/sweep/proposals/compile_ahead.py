@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.results import AHEAD_METRIC, AHEAD_WAIT_METRIC, TrialResult
+from autotune.measurement import AHEAD_METRIC, AHEAD_WAIT_METRIC, TrialResult
 from autotune.runner import Running
 from autotune.search.costmodel import graph_key
 from autotune.search.samplerview import OrdinalView

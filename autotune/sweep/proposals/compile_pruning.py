@@ -33,8 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from autotune.measurement import Status, TrialResult
 from autotune.numbers import number
-from autotune.results import Status, TrialResult
 from autotune.search.costmodel import pays_one_off_work
 from autotune.sweep.context import SweepContext
 from autotune.trial.pruning import Pruning

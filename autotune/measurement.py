@@ -1,4 +1,5 @@
-"""TrialResult: what one trial job returns, whatever happened to it."""
+"""What one trial measured: :class:`TrialResult` (whatever happened to it: its status, reason, metrics, env) and the
+metric names several stages share. The trial job returns it; the study records it (:mod:`autotune.records`)."""
 
 from __future__ import annotations
 
