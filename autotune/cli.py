@@ -109,10 +109,10 @@ def trial(
 
     Example: autotune trial resnet50 -p precision=bf16 -p memory_format=channels_last -p batch_size=256
     """
-    from autotune.runner import TrialRunner
     from autotune.search.costmodel import compiles
     from autotune.trial.job import check_spec
     from autotune.trial.trialspec import MeasureSettings, TrialSpec
+    from autotune.trial_process import TrialRunner
     from autotune.views import text as report
 
     parsed = _parse_assignments(params)
@@ -334,7 +334,7 @@ def export(study_name: str, storage: str, output: Path, rule: str | None, compil
 
 def _run_once(spec: Any) -> Any:
     """One trial in a fresh process (export's run once more): 30 minutes at most, a large model's finalist options."""
-    from autotune.runner import TrialRunner
+    from autotune.trial_process import TrialRunner
 
     return TrialRunner().run(spec, 1800.0)
 
@@ -395,7 +395,7 @@ def verify(tuned_file: Path, repeats: int, device: str | None, timeout: float) -
 
     Example: autotune verify tuned.yaml
     """
-    from autotune.runner import TrialRunner
+    from autotune.trial_process import TrialRunner
     from autotune.views.verify import VerifyFailed
     from autotune.views.verify import verify as verify_tuned
 

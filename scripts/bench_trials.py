@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.measurement import TrialResult
-from autotune.runner import TrialRunner
 from autotune.trial.trialspec import TrialSpec
+from autotune.trial_process import TrialRunner
 
 RESNET: list[dict[str, Any]] = [
     {},  # PyTorch defaults: fp32 (cuDNN may use TF32), NCHW, eager, batch 128

@@ -4,7 +4,7 @@
                                    [--whole]
     python3 scripts/trial_setup.py --imports MODULE [MODULE ...]
 
-The trial server's imports (``autotune.runner.PRELOAD``) come first and are not counted: a forked trial has them.
+The trial server's imports (``autotune.trial_process.PRELOAD``) come first and are not counted: a forked trial has them.
 The trial then runs with a pruning bar no configuration reaches, so one with one-off work (a compile, cuDNN's search)
 stops after its eager probe, before it compiles, and one without stops after its warm-up. Printed: the trial's
 ``setup_s``, the cumulative seconds of each step of its set-up and of the eager probe (read from a profile of the
@@ -40,7 +40,7 @@ import signal
 import threading
 import time
 
-from autotune.runner import PRELOAD
+from autotune.trial_process import PRELOAD
 
 # (file suffix, function) of each set-up step, in the order a trial takes them (autotune/trial/job.py, training.py).
 STEPS = [

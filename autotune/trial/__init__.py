@@ -2,7 +2,7 @@
 numerics, profile; one :class:`~autotune.measurement.TrialResult` out.
 
 Its interface with the parent is :mod:`autotune.jobspec` (what to run, in) and :mod:`autotune.measurement` (what
-happened, out); the parent's side of a trial is :mod:`autotune.runner`. It may import the knobs, the workloads,
+happened, out); the parent's side of a trial is :mod:`autotune.trial_process`. It may import the knobs, the workloads,
 the data path and the kernels, never optuna, mlflow, the sweep or the views
 (``tests/trial/test_trial_imports.py`` checks), so a trial job stays testable alone and
 ``autotune trial`` reuses it.

@@ -1,6 +1,6 @@
 """The trial job: a :class:`~autotune.trial.trialspec.TrialSpec` in, a :class:`TrialResult` out.
 
-It runs inside the isolated trial process (see :mod:`autotune.runner`), knows nothing of Optuna
+It runs inside the isolated trial process (see :mod:`autotune.trial_process`), knows nothing of Optuna
 or MLflow, and turns every failure into a :class:`TrialResult` value (:func:`classify`). In order: the device and
 its memory cap; what comes before anything compiles (the study's compile caches, a tuned config's shipped
 artifacts, the listed kernels pinned); the workload built and measured (:mod:`autotune.trial.build`); what comes

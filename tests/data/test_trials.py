@@ -17,9 +17,9 @@ import pytest
 import autotune.workloads
 from autotune.errors import AutotuneError
 from autotune.measurement import Status
-from autotune.runner import TrialRunner
 from autotune.trial.job import run_trial
 from autotune.trial.trialspec import MeasureSettings, TrialSpec
+from autotune.trial_process import TrialRunner
 
 HERE = Path(__file__).resolve().parent
 FAST = MeasureSettings(min_warmup_steps=2, min_steps=5, min_time_s=0.05, max_warmup_s=5)

@@ -25,8 +25,8 @@ from autotune.errors import AutotuneError
 from autotune.records import TrialKind, schema
 from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions
-from autotune.sweep.executors import replay_executor
 from autotune.sweep.gpus.orchestrator import parse_gpus, worker_options
+from autotune.sweep.measurers import replay_executor
 from autotune.views.progress import Progress
 
 BUDGET = 4

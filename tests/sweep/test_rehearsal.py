@@ -18,7 +18,7 @@ from autotune.records import StudyRecords, schema
 from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions
 from autotune.sweep.context import SweepContext
-from autotune.sweep.executors import TrialExecutor
+from autotune.sweep.measurers import TrialExecutor
 from autotune.sweep.options import study_name
 from autotune.sweep.setup import study_info
 from autotune.sweep.stages.rehearsal import Rehearse, rehearse

@@ -235,7 +235,7 @@ def test_every_run_of_a_study_compiles_from_its_cache(tmp_path: Path, monkeypatc
             metrics = {"throughput": float(spec.params["batch_size"]) * (2 if compiled else 1), "compile_s": 0.1}
             return TrialResult(Status.OK, None, dict(spec.params), metrics)
 
-    monkeypatch.setattr("autotune.runner.TrialRunner", Runner)
+    monkeypatch.setattr("autotune.trial_process.TrialRunner", Runner)
     space = limit(tmp_path, None).space
     storage = f"sqlite:///{tmp_path}/c.db"
     options = SweepOptions(

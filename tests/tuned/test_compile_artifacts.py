@@ -38,9 +38,9 @@ from autotune.errors import AutotuneError
 from autotune.knobs import Knobs
 from autotune.measurement import Status, TrialResult
 from autotune.records import StudyInfo
-from autotune.runner import TrialRunner
 from autotune.trial.compilecache import study_cache_dir
 from autotune.trial.trialspec import MeasureSettings, TrialSpec
+from autotune.trial_process import TrialRunner
 from autotune.tuned import artifacts as compileartifacts
 from autotune.tuned.artifacts import Artifacts, CompileArtifactsWarning
 from autotune.tuned.config import TunedConfig

@@ -24,9 +24,9 @@ from autotune.devicecheck import DeviceCheck
 from autotune.errors import AutotuneError, first_line
 from autotune.interrupts import STOP_SIGNALS, Interrupted, StopSignals
 from autotune.records import Tally
-from autotune.sweep.executors import trial_executor
 from autotune.sweep.gpus import messages as events
 from autotune.sweep.loop import Sweep
+from autotune.sweep.measurers import trial_executor
 from autotune.sweep.options import SweepSummary
 from autotune.sweep.stages.lineup import finishing_runs_trials
 from autotune.views.progress import Progress
