@@ -95,14 +95,14 @@ def _forked_child_uses_cuda() -> str:
 
 def _child_cuda_check() -> int:
     """In the forked child: 0 when the device check a ``--gpus`` worker runs before each trial passes
-    (:func:`autotune.devicecheck.probe`: the device initialises, small kernels give the right numbers), 2 without a
-    GPU, 1 when it fails (its line on stderr). Never returns by an exception: the caller exits at once, so the child
-    never runs on in the parent's code."""
+    (:func:`autotune.sweep.workers.device_check.probe`: the device initialises, small kernels give the right numbers), 2
+    without a GPU, 1 when it fails (its line on stderr). Never returns by an exception: the caller exits at once, so the
+    child never runs on in the parent's code."""
     signal.alarm(60)  # a child deadlocked by a lock some parent thread held at fork ends, reported as a signal
     try:
         import torch
 
-        from autotune.devicecheck import probe
+        from autotune.sweep.workers.device_check import probe
 
         if not torch.backends.cuda.is_built() or not os.path.exists("/dev/nvidiactl"):
             return 2  # decided without the CUDA runtime, which a spoilt fork would make answer "no GPU"

@@ -20,7 +20,6 @@ from multiprocessing.connection import Connection
 
 import optuna
 
-from autotune.devicecheck import DeviceCheck
 from autotune.errors import AutotuneError, first_line
 from autotune.interrupts import STOP_SIGNALS, Interrupted, StopSignals
 from autotune.records import Tally
@@ -29,6 +28,7 @@ from autotune.sweep.loop import Sweep
 from autotune.sweep.measurers import trial_executor
 from autotune.sweep.options import SweepSummary
 from autotune.sweep.stages.lineup import finishing_runs_trials
+from autotune.sweep.workers.device_check import DeviceCheck
 from autotune.views.progress import Progress
 
 __all__ = ["ProgressRelay", "main"]
