@@ -162,7 +162,7 @@ def _flag(flag: str, field: str, help: str, *, convert: Callable[[Any], Any] | N
 
 
 def _profile_steps(profile: bool) -> int:
-    from autotune.profiling import DEFAULT_STEPS
+    from autotune.views.profile_study import DEFAULT_STEPS
 
     return DEFAULT_STEPS if profile else 0
 
@@ -351,8 +351,8 @@ def profile(
     study_name: str, storage: str, steps: int, out: Path | None, tracking_uri: str | None, no_mlflow: bool
 ) -> None:
     """torch.profiler over the PyTorch-default trial and the winner: where each step's time goes, side by side."""
-    from autotune.profiling import ProfileFailed, profile_study, space_of
     from autotune.sweep.stages.profile import profile_folder
+    from autotune.views.profile_study import ProfileFailed, profile_study, space_of
 
     study, info = _open_study(study_name, storage)
     folder = (out or profile_folder(study_name)).absolute()
@@ -420,7 +420,7 @@ def verify(tuned_file: Path, repeats: int, device: str | None, timeout: float) -
 @_names_storage_faults
 def report(study_name: str, storage: str, output: Path, tracking_uri: str | None, no_mlflow: bool) -> None:
     """One self-contained HTML page of plots (opens offline), and the same figures as PNGs beside it."""
-    from autotune.reporting import figures_folder, write_report
+    from autotune.views.report import figures_folder, write_report
 
     study, info = _open_study(study_name, storage)
     written = write_report(study, info, output, storage)

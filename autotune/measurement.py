@@ -70,7 +70,7 @@ class TrialResult:
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Things a person should know about an ok trial (its compile artifacts not saved, ...).
     warnings: list[str] = field(default_factory=list)
-    # JSON-able extras a caller asked for (``profile``: what autotune.trial.profiler returned).
+    # JSON-able extras a caller asked for (``profile``: what autotune.profiling.capture returned).
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -8,7 +8,7 @@
    where its settled throughput is under the line;
 4. the timed window with the GPU's telemetry (:mod:`autotune.trial.measure`), the losses checked;
 5. the result (:mod:`autotune.trial.outcome`), then the profile if the spec asks for one
-   (:mod:`autotune.trial.profiler`).
+   (:mod:`autotune.profiling.capture`).
 
 Behind a loader each step is timed waiting for its batch (``data_wait_ms_p50``, ``data_wait_frac``), and throughput
 is items over the mean step time, not the median: there step times take turns (two workers' batches arrive together,
@@ -167,7 +167,7 @@ def _run_steps(
         result.warnings.append(f"computing on the GPU while it was timed: {telemetry.others}")
     record_blocks(ctx, result)
     if trial.profile_steps > 0:
-        from autotune.trial import profiler  # imported here: only trials that profile pay for torch.profiler
+        from autotune.profiling.capture import capture_into  # here: only trials that profile pay for torch.profiler
 
-        profiler.capture_into(result, step, trial.profile_steps, device, trial.profile_dir)
+        capture_into(result, step, trial.profile_steps, device, trial.profile_dir)
     return result

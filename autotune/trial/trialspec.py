@@ -58,7 +58,7 @@ class TrialSpec:
     ``pruning`` lets a sweep stop a trial that cannot win: after warm-up, or before compiling (:class:`Pruning`).
     ``kernels`` names the space's listed Triton kernels: each is pinned to the config its params
     choose before the workload is built. ``profile_steps > 0`` has the trial, after its timed window,
-    run that many more steps under the profiler (:func:`autotune.trial.profiler`) and put what
+    run that many more steps under the profiler (:func:`autotune.profiling.capture`) and put what
     it returns in ``result.extra["profile"]``, with the Chrome trace in ``<profile_dir>/trace.json``
     when ``profile_dir`` is given. ``compile_cache_dir`` is where the trial keeps Inductor's and
     Triton's compile caches (:mod:`autotune.trial.compilecache`: every trial of a study given the study's

@@ -75,7 +75,7 @@ def test_a_profiled_trial_carries_its_profile_with_the_data_wait_labelled(runner
     )  # fmt: skip
     result = runner.run(profiled, timeout_s=60)
     assert result.status is Status.OK and not result.warnings, (result.reason, result.warnings)
-    assert result.extra["profile"]  # what autotune.trial.profiler returned, back through the process pipe
+    assert result.extra["profile"]  # what autotune.profiling.capture returned, back through the process pipe
     assert "autotune.data_wait" in (tmp_path / "trace.json").read_text()  # each step's wait, named in the trace
 
 

@@ -23,8 +23,8 @@ from report_studies import (
 
 from autotune.measurement import Status
 from autotune.records import TrialKind
-from autotune.reporting import gather, write_report
-from autotune.reporting.importance import knob_importances
+from autotune.views.report import gather, write_report
+from autotune.views.report.importance import knob_importances
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -16,7 +16,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from autotune.atomicfile import replaced_atomically
 from autotune.errors import first_line
 from autotune.measurement import TrialResult
-from autotune.trial.profile_breakdown import STEP_RANGE, summarize_events
+from autotune.profiling.breakdown import STEP_RANGE, summarize_events
 
 __all__ = ["capture", "capture_into"]
 
