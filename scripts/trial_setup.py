@@ -45,7 +45,7 @@ from autotune.trial_process import PRELOAD
 # (file suffix, function) of each set-up step, in the order a trial takes them (autotune/trial/job.py, training.py).
 STEPS = [
     ("trial/job.py", "use_study_cache"),
-    ("trial/artifacts.py", "load_before_compile"),
+    ("trial/artifacts_io.py", "load_before_compile"),
     ("kernels/listing.py", "load_kernel"),
     ("kernels/pinning.py", "pin_all"),
     ("workloads/__init__.py", "build"),

@@ -17,7 +17,7 @@ that runs trials or renders views (and the space package only to rebuild a study
 """
 
 from autotune.records.answers import StudyAnswers, Tally
-from autotune.records.rehearsal import Rehearsal
+from autotune.records.rehearsed_start import Rehearsal
 from autotune.records.schema import StudyInfo, TrialKind, load_study_info
 from autotune.records.study import StudyRecords, params_key
 from autotune.records.sweepstate import SweepState

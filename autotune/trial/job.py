@@ -24,7 +24,7 @@ from autotune.kernels.pinning import TrialPins
 from autotune.knobs.precision import AUTOCAST_DTYPES
 from autotune.knobs.registry import Knobs
 from autotune.measurement import TrialResult
-from autotune.trial import artifacts as trialartifacts
+from autotune.trial import artifacts_io as trialartifacts
 from autotune.trial import compilecache
 from autotune.trial.build import measure_workload, split_params
 from autotune.trial.failures import classify

@@ -63,7 +63,7 @@ class TrialSpec:
     when ``profile_dir`` is given. ``compile_cache_dir`` is where the trial keeps Inductor's and
     Triton's compile caches (:mod:`autotune.trial.compilecache`: every trial of a study given the study's
     folder, a repeat compiles from the cache); None leaves their defaults. A trial given one saves what it
-    compiled there (:mod:`autotune.trial.artifacts`). ``compile_artifacts`` are a tuned config's shipped compile
+    compiled there (:mod:`autotune.trial.artifacts_io`). ``compile_artifacts`` are a tuned config's shipped compile
     artifacts, loaded before anything compiles as production's ``apply()`` loads them (``autotune verify``).
     """
 

@@ -1,6 +1,6 @@
 """``autotune export``'s side of compile artifacts: the chosen trial's file, copied beside the tuned config.
 
-The trial saved its artifacts in the study's cache folder (:mod:`autotune.trial.artifacts`) and its record
+The trial saved its artifacts in the study's cache folder (:mod:`autotune.trial.artifacts_io`) and its record
 names the file and its sha256. Export checks the bytes against that sha256 (a changed file is refused:
 it is compiled code) and writes them beside ``tuned.yaml`` as ``tuned.compile-artifacts.bin``; the
 section it returns goes into the file.

@@ -480,7 +480,7 @@ def test_verify_runs_the_tuned_config_with_its_artifacts(tmp_path: Path) -> None
 
 
 def test_a_trial_given_artifacts_of_another_machine_says_so_in_its_result(tmp_path: Path) -> None:
-    from autotune.trial import artifacts as trialartifacts
+    from autotune.trial import artifacts_io as trialartifacts
 
     data = b"written elsewhere"
     (tmp_path / "tuned.compile-artifacts.bin").write_bytes(data)
