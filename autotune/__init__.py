@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING
 
 from autotune.errors import AutotuneError, InvalidCombination
-from autotune.results import Status, TrialResult
+from autotune.measurement import Status, TrialResult
 
 if TYPE_CHECKING:
     from autotune.tuned.config import TunedConfig

@@ -113,10 +113,10 @@ def trial(
 
     Example: autotune trial resnet50 -p precision=bf16 -p memory_format=channels_last -p batch_size=256
     """
-    from autotune.jobspec import MeasureSettings, TrialSpec
-    from autotune.runner import TrialRunner
     from autotune.search.costmodel import compiles
     from autotune.trial.job import check_spec
+    from autotune.trial.trialspec import MeasureSettings, TrialSpec
+    from autotune.trial_process import TrialRunner
     from autotune.views import text as report
 
     parsed = _parse_assignments(params)
@@ -166,7 +166,7 @@ def _flag(flag: str, field: str, help: str, *, convert: Callable[[Any], Any] | N
 
 
 def _profile_steps(profile: bool) -> int:
-    from autotune.profiling import DEFAULT_STEPS
+    from autotune.views.profile_study import DEFAULT_STEPS
 
     return DEFAULT_STEPS if profile else 0
 
@@ -338,7 +338,7 @@ def export(study_name: str | None, storage: str, output: Path, rule: str | None,
 
 def _run_once(spec: Any) -> Any:
     """One trial in a fresh process (export's run once more): 30 minutes at most, a large model's finalist options."""
-    from autotune.runner import TrialRunner
+    from autotune.trial_process import TrialRunner
 
     return TrialRunner().run(spec, 1800.0)
 
@@ -355,8 +355,8 @@ def profile(
     study_name: str | None, storage: str, steps: int, out: Path | None, tracking_uri: str | None, no_mlflow: bool
 ) -> None:
     """torch.profiler over the PyTorch-default trial and the winner: where each step's time goes, side by side."""
-    from autotune.profiling import ProfileFailed, profile_study, space_of
     from autotune.sweep.stages.profile import profile_folder
+    from autotune.views.profile_study import ProfileFailed, profile_study, space_of
 
     study, info = _open_study(study_name, storage)
     folder = (out or profile_folder(study.study_name)).absolute()
@@ -399,7 +399,7 @@ def verify(tuned_file: Path, repeats: int, device: str | None, timeout: float) -
 
     Example: autotune verify tuned.yaml
     """
-    from autotune.runner import TrialRunner
+    from autotune.trial_process import TrialRunner
     from autotune.views.verify import VerifyFailed
     from autotune.views.verify import verify as verify_tuned
 
@@ -424,7 +424,7 @@ def verify(tuned_file: Path, repeats: int, device: str | None, timeout: float) -
 @_names_storage_faults
 def report(study_name: str | None, storage: str, output: Path, tracking_uri: str | None, no_mlflow: bool) -> None:
     """One self-contained HTML page of plots (opens offline), and the same figures as PNGs beside it."""
-    from autotune.reporting import figures_folder, write_report
+    from autotune.views.report import figures_folder, write_report
 
     study, info = _open_study(study_name, storage)
     written = write_report(study, info, output, storage)

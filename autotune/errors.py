@@ -1,7 +1,7 @@
 """The one error root of autotune.
 
 Exceptions are for bad user input and for bugs; a trial that fails on the GPU is a value
-(:class:`autotune.results.TrialResult` with a non-ok status), never an exception.
+(:class:`autotune.measurement.TrialResult` with a non-ok status), never an exception.
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the package, and the test workloads for a CPU check
-    from autotune.jobspec import TrialSpec
-    from autotune.runner import Running, TrialRunner
     from autotune.sweep.proposals.compile_ahead import slots
+    from autotune.trial.trialspec import TrialSpec
+    from autotune.trial_process import Running, TrialRunner
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", required=True)

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune.jobspec import TrialSpec
-from autotune.results import TrialResult
-from autotune.runner import TrialRunner
+from autotune.measurement import TrialResult
+from autotune.trial.trialspec import TrialSpec
+from autotune.trial_process import TrialRunner
 
 RESNET: list[dict[str, Any]] = [
     {},  # PyTorch defaults: fp32 (cuDNN may use TF32), NCHW, eager, batch 128

@@ -186,8 +186,8 @@ def capture(workload: str, preset: str, params: dict[str, str], device: str, fol
     import yaml
 
     from autotune import knobs
-    from autotune.jobspec import TrialSpec
-    from autotune.runner import TrialRunner
+    from autotune.trial.trialspec import TrialSpec
+    from autotune.trial_process import TrialRunner
     from autotune.tuned import artifacts as compileartifacts
     from autotune.tuned.config import TunedConfig
 

@@ -25,7 +25,7 @@ The model, per workload (the fit errors are printed and written to the file):
 - peak memory: log-linear over the knob values and the log batch, on the same trials and the OOM trial (what it
   held plus what it asked for, from PyTorch's message: a lower bound); a configuration whose peak exceeds
   ``oom_gib``, the H100's 79.2 GiB, is an OOM (GPT-2 at batch 64 in eager fp32 asked for 87.1 GiB);
-- a trial's time, from the measuring rules (``autotune/jobspec.py``: warm-up, then at least 30 steps
+- a trial's time, from the measuring rules (``autotune/trial/trialspec.py``: warm-up, then at least 30 steps
   and 3 s; ``autotune/trial/eagerprobe.py``: 5 eager steps before a compile) and the model's step time
   (items per step / throughput), plus fitted parts: the fixed cost of an eager and of a compiled trial
   (medians of what the real trials took beyond their steps and compile), the fresh compile (log-linear
@@ -54,9 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from autotune.jobspec import MeasureSettings, Pruning
+from autotune.measurement import Status, TrialResult
 from autotune.records import params_key
-from autotune.results import Status, TrialResult
 from autotune.search.costmodel import compiles, graph_key
 from autotune.search.replay import ReplayRecords
 from autotune.search.replaytimes import TimedReplay
@@ -64,6 +63,8 @@ from autotune.search.surrogate import LinearModel, fit_linear
 from autotune.space import load_space
 from autotune.sweep.proposals.compile_pruning import compile_gain_bound
 from autotune.trial.eagerprobe import PROBE_STEPS
+from autotune.trial.pruning import Pruning
+from autotune.trial.trialspec import MeasureSettings
 
 REPO = Path(__file__).resolve().parent.parent
 TRIALS = REPO / "scripts" / "data" / "h100_trials.json"

@@ -4,7 +4,7 @@
                                    [--whole]
     python3 scripts/trial_setup.py --imports MODULE [MODULE ...]
 
-The trial server's imports (``autotune.runner.PRELOAD``) come first and are not counted: a forked trial has them.
+The trial server's imports (``autotune.trial_process.PRELOAD``) come first and are not counted: a forked trial has them.
 The trial then runs with a pruning bar no configuration reaches, so one with one-off work (a compile, cuDNN's search)
 stops after its eager probe, before it compiles, and one without stops after its warm-up. Printed: the trial's
 ``setup_s``, the cumulative seconds of each step of its set-up and of the eager probe (read from a profile of the
@@ -40,17 +40,18 @@ import signal
 import threading
 import time
 
-from autotune.runner import PRELOAD
+from autotune.trial_process import PRELOAD
 
 # (file suffix, function) of each set-up step, in the order a trial takes them (autotune/trial/job.py, training.py).
 STEPS = [
     ("trial/job.py", "use_study_cache"),
-    ("trial/artifacts.py", "load_before_compile"),
+    ("trial/artifacts_io.py", "load_before_compile"),
+    ("kernels/listing.py", "load_kernel"),
     ("kernels/pinning.py", "pin_all"),
     ("workloads/__init__.py", "build"),
     ("trial/numerics.py", "reference_pass"),
-    ("trial/training.py", "_apply_knobs"),
-    ("trial/training.py", "_eager_probe"),
+    ("knobs/applying.py", "apply"),
+    ("trial/eagerprobe.py", "probe_before_work"),
 ]
 
 
@@ -94,14 +95,14 @@ def _forked_child_uses_cuda() -> str:
 
 def _child_cuda_check() -> int:
     """In the forked child: 0 when the device check a ``--gpus`` worker runs before each trial passes
-    (:func:`autotune.devicecheck.probe`: the device initialises, small kernels give the right numbers), 2 without a
-    GPU, 1 when it fails (its line on stderr). Never returns by an exception: the caller exits at once, so the child
-    never runs on in the parent's code."""
+    (:func:`autotune.sweep.workers.device_check.probe`: the device initialises, small kernels give the right numbers), 2
+    without a GPU, 1 when it fails (its line on stderr). Never returns by an exception: the caller exits at once, so the
+    child never runs on in the parent's code."""
     signal.alarm(60)  # a child deadlocked by a lock some parent thread held at fork ends, reported as a signal
     try:
         import torch
 
-        from autotune.devicecheck import probe
+        from autotune.sweep.workers.device_check import probe
 
         if not torch.backends.cuda.is_built() or not os.path.exists("/dev/nvidiactl"):
             return 2  # decided without the CUDA runtime, which a spoilt fork would make answer "no GPU"
@@ -127,8 +128,9 @@ def profile_trial(
     workload: str, params: dict[str, object], preset: str, device: str, cache: str, top: int, whole: bool = False
 ) -> None:
     print(f"trial server's imports: {_preload():.2f} s (not counted below)")
-    from autotune.jobspec import Pruning, TrialSpec
     from autotune.trial.job import run_trial
+    from autotune.trial.pruning import Pruning
+    from autotune.trial.trialspec import TrialSpec
 
     unreachable = Pruning(below=float("inf"), compile_gain=1.0, basis="scripts/trial_setup.py")
     spec = TrialSpec(workload, params, preset, device, compile_cache_dir=cache, pruning=None if whole else unreachable)

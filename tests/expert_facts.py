@@ -7,8 +7,8 @@ from typing import Any
 
 from study_records import measured_default
 
+from autotune.measurement import Status
 from autotune.records import TrialRecord
-from autotune.results import Status
 from autotune.space import Space
 from autotune.sweep.proposals.expert_choice import DeviceFacts
 

@@ -9,8 +9,8 @@ from typing import Any, cast
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyInfo, StudyRecords, TrialKind, TrialRecord, schema
-from autotune.results import Status, TrialResult
 from autotune.space.settings import Direction
 
 THROUGHPUT = (("throughput", "maximize"),)

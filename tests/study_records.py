@@ -8,8 +8,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, TrialRecord, load_study_info
-from autotune.results import Status, TrialResult
 
 _THROUGHPUT = (("throughput", "maximize"),)
 

@@ -488,8 +488,8 @@ def _check_trial(ctx: click.Context, folder: Path) -> str | None:
 
     from autotune.cli import _parse_assignments
     from autotune.errors import AutotuneError
-    from autotune.jobspec import TrialSpec
     from autotune.trial.job import check_spec
+    from autotune.trial.trialspec import TrialSpec
 
     params = ctx.params
     try:

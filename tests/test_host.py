@@ -10,7 +10,7 @@ import pytest
 from pythonpath import child_env
 
 from autotune.host import name_process, process_name
-from autotune.runner import AHEAD_PROCESS, TRIAL_PROCESS
+from autotune.trial_process import AHEAD_PROCESS, TRIAL_PROCESS
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/comm").exists(), reason="no /proc process names here")
 

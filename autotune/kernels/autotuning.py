@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.kernels.listing import wrapped
-from autotune.results import AUTOTUNE_COMPILE_METRIC, AUTOTUNE_METRIC
+from autotune.measurement import AUTOTUNE_COMPILE_METRIC, AUTOTUNE_METRIC
 
 __all__ = [
     "AutotuningTime",

@@ -126,11 +126,11 @@ class TrialPins:
     params: dict[str, Any] = field(default_factory=dict)  # the trial's kernel params
 
     @classmethod
-    def pin_all(cls, paths: Collection[str], params: Mapping[str, Any]) -> TrialPins:
-        """Import each listed kernel and pin it; ``params`` holds their params among others."""
+    def pin_all(cls, kernels: Collection[ListedKernel], params: Mapping[str, Any]) -> TrialPins:
+        """Pin each listed kernel (:func:`autotune.kernels.listing.load_kernel` imports one); ``params`` holds their
+        params among others."""
         pins = cls()
-        for path in paths:
-            kernel = load_kernel(path)
+        for kernel in kernels:
             names = [p.name for p in kernel.params()]
             pins.params.update({name: params[name] for name in names if name in params})
             config = kernel.config_for(params)

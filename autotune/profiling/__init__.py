@@ -1,17 +1,15 @@
-"""Profile before and after, the parent's side: which trials of a study to profile (the PyTorch default and the
-winner), each run again in an isolated process, and the two profiles side by side.
+"""Profiling with torch.profiler: the steps of a trial captured, their events broken down by kernel category, two
+profiles side by side.
 
 Modules, lowest first:
 
+- ``kernel_categories``: which category (matmul, attention, convolution, elementwise, ...) a kernel or op is in.
+- ``breakdown``: a profile's events -> ms per step by category, the busiest kernels, the GPU's idle time.
+- ``capture``: a few steps under torch.profiler inside the trial process, after its timed window (the trial job calls
+  it when its spec asks for ``profile_steps``), and the Chrome trace.
 - ``table``: two summaries side by side, as text for a terminal (100 columns) and for MLflow.
-- ``study``: which trials of a study to profile (default and winner), run in isolated processes.
 
-What runs inside the trial process (capturing the profile, its breakdown by kernel category) is
-:mod:`autotune.trial.profiler`; this package never runs in a trial.
+It imports neither the trial job nor the sweep: the trial imports it. ``autotune profile`` (the default and the winner
+of a study, each run again in an isolated process, side by side) is :mod:`autotune.views.profile_study`, and the
+sweep's profile stage :mod:`autotune.sweep.stages.profile`.
 """
-
-from __future__ import annotations
-
-from autotune.profiling.study import DEFAULT_STEPS, ProfileFailed, StudyProfile, pick_trials, profile_study, space_of
-
-__all__ = ["DEFAULT_STEPS", "ProfileFailed", "StudyProfile", "pick_trials", "profile_study", "space_of"]

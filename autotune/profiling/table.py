@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.numbers import number, quantity
-from autotune.trial.kernel_categories import CATEGORIES
+from autotune.profiling.kernel_categories import CATEGORIES
 
 __all__ = ["WIDTH", "ProfiledTrial", "markdown", "render", "speedup"]
 
@@ -32,7 +32,7 @@ _NOTES = {
 @dataclass(frozen=True)
 class ProfiledTrial:
     """One profiled trial: ``label`` (default, winner), its number, params, the profile run's metrics
-    (throughput of its timed window ...) and ``profile``, what :func:`autotune.trial.profiler` returned."""
+    (throughput of its timed window ...) and ``profile``, what :func:`autotune.profiling.capture` returned."""
 
     label: str
     trial: int

@@ -12,12 +12,12 @@
   them, for every view to render (:class:`StudyAnswers`): the ranked trials, the winner, speedups, the tally, the
   time shares, the pick of an export rule.
 
-It may import optuna, :mod:`autotune.results`, :mod:`autotune.expr` and :mod:`autotune.errors`; nothing
+It may import optuna, :mod:`autotune.measurement`, :mod:`autotune.expr` and :mod:`autotune.errors`; nothing
 that runs trials or renders views (and the space package only to rebuild a study's space on demand).
 """
 
 from autotune.records.answers import StudyAnswers, Tally
-from autotune.records.rehearsal import Rehearsal
+from autotune.records.rehearsed_start import Rehearsal
 from autotune.records.schema import StudyInfo, TrialKind, load_study_info
 from autotune.records.study import StudyRecords, params_key
 from autotune.records.sweepstate import SweepState

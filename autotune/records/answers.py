@@ -19,7 +19,13 @@ from autotune.records import ranking
 from autotune.records.timeshares import TimeShares, time_shares
 from autotune.records.trial import TrialRecord
 
-__all__ = ["StudyAnswers", "Tally"]
+__all__ = ["StudyAnswers", "Tally", "kernel_never_run_warning"]
+
+
+def kernel_never_run_warning(path: str) -> str:
+    """The line every view shows for a listed kernel no finished trial launched
+    (:meth:`StudyAnswers.kernels_never_run`), worded once: the status, the sweep's summary and its MLflow run."""
+    return f"WARNING: listed kernel {path} never ran in any finished trial (is it the one the model calls?)"
 
 
 def _start_order(record: TrialRecord) -> tuple[float, int]:

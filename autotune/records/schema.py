@@ -109,9 +109,9 @@ STUDY_ATTR_WINNER = "autotune.winner"
 # trial's attributes are immutable.
 _REMEASURED_PREFIX = "autotune.remeasured:"
 ATTR_REMEASURED = "autotune.remeasured"  # the same, on the trial itself (studies written before the prefix)
-# "autotune.rehearsed:<trial number>" -> a Rehearsal as a dict (autotune.records.rehearsal): the trial's production
-# start run once in a fresh process with empty compile caches and its compile artifacts loaded, and what that start
-# saved (autotune.sweep.stages.rehearsal). On the study, as re-measurements are.
+# "autotune.rehearsed:<trial number>" -> a Rehearsal as a dict (autotune.records.rehearsed_start): the trial's
+# production start run once in a fresh process with empty compile caches and its compile artifacts loaded, and what
+# that start saved (autotune.sweep.stages.rehearsal). On the study, as re-measurements are.
 _REHEARSED_PREFIX = "autotune.rehearsed:"
 
 # States of trials that have an outcome (pruned ones too: they were measured until the warm-up).

@@ -26,7 +26,7 @@ from optuna.trial import TrialState
 
 from autotune.records import schema
 from autotune.records.answers import StudyAnswers
-from autotune.records.rehearsal import Rehearsal
+from autotune.records.rehearsed_start import Rehearsal
 from autotune.records.schema import StudyInfo, TrialKind
 from autotune.records.trial import Remeasurement, TrialRecord, read_trial
 

@@ -6,7 +6,7 @@ those, the part spent compiling: a compiled trial's ``compile_s`` (an eager tria
 compile). Re-measurement runs come after the search and are counted apart. The pruned share is what the
 sweep paid for trials that only showed they were slow, compile included (the aim: a tenth or less).
 
-Where the compiling went, by the compiler's own clocks (:data:`autotune.results.COMPILE_PHASE_METRICS`), is
+Where the compiling went, by the compiler's own clocks (:data:`autotune.measurement.COMPILE_PHASE_METRICS`), is
 summed over the compiled trials that recorded it (trials of older autotune versions did not); so are the graphs
 compiled ahead of their trials (:mod:`autotune.sweep.proposals.compile_ahead`), and, over every trial, eager or
 compiled, the time its unpinned Triton kernels spent autotuning (:mod:`autotune.kernels.autotuning`).
@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from autotune.numbers import minutes
-from autotune.records.trial import TrialRecord
-from autotune.results import (
+from autotune.measurement import (
     AHEAD_METRIC,
     AHEAD_WAIT_METRIC,
     AUTOTUNE_COMPILE_METRIC,
     AUTOTUNE_METRIC,
     COMPILE_PHASE_METRICS,
 )
+from autotune.numbers import minutes
+from autotune.records.trial import TrialRecord
 
 __all__ = ["AheadTime", "AutotuneTime", "CompilePhases", "OutcomeTime", "TimeShares", "time_shares"]
 

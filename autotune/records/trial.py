@@ -17,10 +17,10 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import schema
-from autotune.records.rehearsal import Rehearsal
+from autotune.records.rehearsed_start import Rehearsal
 from autotune.records.schema import TrialKind
-from autotune.results import Status, TrialResult
 
 __all__ = ["Remeasurement", "TrialRecord", "finite", "is_default", "is_informed", "is_twin", "read_trial"]
 
@@ -120,7 +120,7 @@ class TrialRecord:
     informed: bool = False
     twin: bool = False  # the informed start's twin in the other half precision (schema.ATTR_TWIN)
     prepared_s: float = 0.0  # device seconds spent preparing it before it started (schema.ATTR_PREPARED_S)
-    rehearsed: Rehearsal | None = None  # its production start, rehearsed (autotune.records.rehearsal)
+    rehearsed: Rehearsal | None = None  # its production start, rehearsed (autotune.records.rehearsed_start)
 
     # -- what the trial was --------------------------------------------------------------------
     @property
@@ -214,7 +214,7 @@ class TrialRecord:
 
     @property
     def compile_artifacts(self) -> dict[str, Any] | None:
-        """What the trial saved of its compile (:mod:`autotune.trial.artifacts`): its file in the study's cache
+        """What the trial saved of its compile (:mod:`autotune.trial.artifacts_io`): its file in the study's cache
         folder, sha256, size and env; None when it saved none (eager, failed, or swept before trials saved them)."""
         saved = self.result.extra.get("compile_artifacts") if self.result is not None else None
         return dict(saved) if isinstance(saved, Mapping) else None

@@ -36,9 +36,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from optuna.distributions import BaseDistribution
 
+from autotune.measurement import AHEAD_METRIC
 from autotune.records import TrialRecord, params_key
 from autotune.records.trial import finite
-from autotune.results import AHEAD_METRIC
 from autotune.search.surrogate import Encoding, LinearModel, fit_linear
 
 __all__ = [

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from autotune.jobspec import MeasureSettings
 from autotune.records import TrialRecord
 from autotune.records.trial import finite
 from autotune.search.costmodel import Seconds, compiles
+from autotune.trial.trialspec import MeasureSettings
 from autotune.trial.warmup import timed_step_count
 
 __all__ = ["FULL_MATMULS", "FULL_PRECISION", "eager_run_s", "floored"]

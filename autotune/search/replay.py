@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError
-from autotune.results import Status, TrialResult
+from autotune.measurement import Status, TrialResult
 
 __all__ = ["ReplayRecords"]
 

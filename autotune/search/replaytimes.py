@@ -17,8 +17,8 @@ in seconds:
 - ``window_s``: the timed window, which a trial pruned after its warm-up skips.
 
 :class:`TimedReplay` answers as the sweep's trial job would: the compile is the cached one where the study
-compiled the graph before; given a :class:`~autotune.jobspec.Pruning`, a probed configuration whose eager figure
-times the most its one-off work can gain (:meth:`~autotune.jobspec.Pruning.one_off_gain`: the study's gain, or for
+compiled the graph before; given a :class:`~autotune.trial.pruning.Pruning`, a probed configuration whose eager figure
+times the most its one-off work can gain (:meth:`~autotune.trial.pruning.Pruning.one_off_gain`: the study's gain, or for
 kernels' autotuning the lower of that and their share's bound) cannot reach the bound stops before that work (costing
 ``probe_s``), and
 one whose throughput is under the bound stops after its warm-up (its duration less ``window_s``). The result
@@ -35,12 +35,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from autotune.jobspec import KERNELS_AUTOTUNING, Pruning
+from autotune.measurement import Status, TrialResult
 from autotune.numbers import number
 from autotune.records.trial import REPLAYED_DURATION
-from autotune.results import Status, TrialResult
 from autotune.search.costmodel import graph_key
 from autotune.search.replay import ReplayRecords
+from autotune.trial.pruning import KERNELS_AUTOTUNING, Pruning
 
 __all__ = ["TIME_FIELDS", "TimedReplay"]
 
@@ -97,7 +97,7 @@ class TimedReplay:
         work = _one_off_work(params)
         if pruning is None or not _number(eager):
             return None
-        unreachable = pruning.unreachable(eager, share if work == KERNELS_AUTOTUNING and _number(share) else None)
+        unreachable = pruning.before_work(work, eager, share if _number(share) else None)
         if unreachable is None:
             return None
         if graph_key(params) is None and not _number(record.get("probe_s")):

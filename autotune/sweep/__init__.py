@@ -13,7 +13,8 @@ list, and code inside the package imports modules by their path, never this face
   ``Role`` and the study's name. ``context.py``: what one worker's parts share, and the ``Stage`` protocol.
 - ``workers/``: what workers sharing one study agree on: leases (what runs once per study, who still searches),
   orphaned and interrupted trials queued again, the device gate of a ``--gpus`` worker.
-- ``executors.py``: how a measured trial runs (isolated trial processes, or replayed records).
+- ``measurers.py``: how a trial of the sweep is measured (in an isolated trial process, or answered from replayed
+  records).
 - ``proposals/``: the proposal side: ask the sampler and answer repeats and rule-breakers (``proposer.py``; a new
   per-proposal decision goes there), what a finite space has left (``coverage.py``), the informed start, the compile
   ahead and parked trials, pruning before the compile.
@@ -29,7 +30,7 @@ list, and code inside the package imports modules by their path, never this face
 - ``loop.py``: :class:`~autotune.sweep.loop.Sweep`, one worker wiring these together: the search, then the stages.
 - ``gpus/``: ``--gpus``: one worker process per GPU under an orchestrator; a new message between a worker and its
   orchestrator is a dataclass in ``gpus/messages.py``.
-- ``run.py``: :func:`run_sweep`, the entry: one worker here, or one process per GPU (``gpus/``).
+- ``launch.py``: :func:`run_sweep`, the entry that launches the workers: one here, or one process per GPU (``gpus/``).
 
 The record model is :mod:`autotune.records`; a worker reads its study incrementally through ``ctx.records``
 (:class:`~autotune.records.StudyRecords`): a new per-proposal question about the study is answered there, not by
@@ -40,8 +41,8 @@ heartbeats).
 from __future__ import annotations
 
 from autotune.storage.rdb import open_storage
+from autotune.sweep.launch import run_sweep
 from autotune.sweep.loop import Sweep
 from autotune.sweep.options import SweepOptions, SweepSummary
-from autotune.sweep.run import run_sweep
 
 __all__ = ["Sweep", "SweepOptions", "SweepSummary", "open_storage", "run_sweep"]

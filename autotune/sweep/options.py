@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from autotune.errors import AutotuneError
-from autotune.jobspec import Pruning
+from autotune.measurement import TrialResult
 from autotune.records import Rehearsal, Tally, TimeShares
-from autotune.results import TrialResult
 from autotune.space import Space
 from autotune.storage import studies as studyio
+from autotune.trial.pruning import Pruning
 
 __all__ = ["DEFAULT_TRIALS", "Executor", "Role", "SweepOptions", "SweepSummary", "study_name"]
 

@@ -22,9 +22,9 @@ import optuna
 from optuna.trial import Trial, TrialState
 
 from autotune.errors import AutotuneError
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, TrialKind, TrialRecord, schema
 from autotune.records.trial import read_trial
-from autotune.results import Status, TrialResult
 from autotune.space import Space
 from autotune.storage.rdb import quiet_optuna
 from autotune.sweep.proposals.proposer import Proposal

@@ -24,9 +24,9 @@ from optuna.trial import Trial, TrialState
 
 from autotune.interrupts import Interrupted, StopSignals
 from autotune.labels import trial_run_name
+from autotune.measurement import TrialResult
 from autotune.numbers import quantity
 from autotune.records import TrialKind, TrialRecord
-from autotune.results import TrialResult
 from autotune.search.costmodel import graph_key
 from autotune.storage.rdb import heartbeat, quiet_optuna
 from autotune.sweep.context import SweepContext

@@ -31,7 +31,7 @@ their abbreviations are in :mod:`autotune.labels`, shared with the progress line
 from __future__ import annotations
 
 from autotune.labels import trial_run_name
-from autotune.tracking.schema import (
+from autotune.tracking.fields import (
     CHANGED_PARAM_TAG_PREFIX,
     TAG_PARENT,
     TAG_REASON,

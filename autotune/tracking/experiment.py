@@ -13,7 +13,7 @@ from urllib.parse import unquote
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
-from autotune.tracking.schema import TAG_STUDY
+from autotune.tracking.fields import TAG_STUDY
 from autotune.tracking.store import GuardedStore
 from autotune.tracking.ui import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_TAG, leaderboard_view, needs_kind
 

@@ -9,7 +9,7 @@ from mlflow.entities import Metric, Param, Run, RunTag, ViewType
 from autotune.labels import sweep_run_name
 from autotune.tracking import description
 from autotune.tracking.experiment import SweepExperiment
-from autotune.tracking.schema import (
+from autotune.tracking.fields import (
     CHANGED_PARAM_TAG_PREFIX,
     MAX_PARAM_LEN,
     MAX_TAG_LEN,

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from autotune.records import StudyRecords, TrialRecord
 from autotune.tracking import description
 from autotune.tracking.experiment import SweepExperiment
-from autotune.tracking.schema import (
+from autotune.tracking.fields import (
     CHANGED_PARAM_TAG_PREFIX,
     MAX_TAG_LEN,
     TAG_NOTE,

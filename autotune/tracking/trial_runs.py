@@ -15,7 +15,7 @@ from autotune.labels import trial_run_name
 from autotune.records import StudyRecords, TrialRecord
 from autotune.records.trial import ABANDONED
 from autotune.tracking.experiment import SweepExperiment
-from autotune.tracking.schema import (
+from autotune.tracking.fields import (
     MAX_PARAM_LEN,
     MAX_TAG_LEN,
     SPEEDUP,

@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from mlflow.entities import Run
 
-from autotune.tracking.schema import SPEEDUP, TAG_OUTCOME, THROUGHPUT
+from autotune.tracking.fields import SPEEDUP, TAG_OUTCOME, THROUGHPUT
 
 __all__ = [
     "EXPERIMENT_KIND",

@@ -36,13 +36,15 @@ import torch
 
 from autotune import workloads
 from autotune.errors import AutotuneError
-from autotune.jobspec import TrialSpec
+from autotune.kernels.listing import load_kernel
 from autotune.kernels.pinning import TrialPins
 from autotune.knobs.applying import apply
 from autotune.quiet import quiet_tf32_hint
+from autotune.trial.build import configured
 from autotune.trial.failures import classify
-from autotune.trial.job import configured, resolve_device, use_study_cache
+from autotune.trial.job import resolve_device, use_study_cache
 from autotune.trial.trainstep import TrainStep, prepare_pair
+from autotune.trial.trialspec import TrialSpec
 from autotune.tuned import artifacts as compileartifacts
 
 __all__ = ["MIN_FREE_SHARE", "NICENESS", "CompileOnly", "CompiledAhead", "compile_ahead"]
@@ -118,7 +120,7 @@ def _compile(spec: TrialSpec) -> int:
     device = resolve_device(spec.device)
     compileartifacts.stable_cache_keys()  # the cache keys the trial computes, ptxas included, before any kernel runs
     use_study_cache(spec)
-    pins = TrialPins.pin_all(spec.kernels, spec.params)
+    pins = TrialPins.pin_all([load_kernel(path) for path in spec.kernels], spec.params)
     knobs, workload_params = configured(spec, pins.params)
     if knobs.compile_mode == "none":
         raise AutotuneError("an eager configuration has no graph to compile")

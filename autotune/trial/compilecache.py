@@ -23,7 +23,7 @@ trial ran the graph a bf16 trial of the same configuration had compiled (on an H
 "compiled" in 1.7-1.9 s after their bf16 twins, against 17-19 s for a new graph, and measured bf16 code).
 Triton's folder stays shared: a kernel's cache key is its source and options, which carry its dtypes.
 
-The sweep passes the folder in :attr:`autotune.jobspec.TrialSpec.compile_cache_dir`; the trial
+The sweep passes the folder in :attr:`autotune.trial.trialspec.TrialSpec.compile_cache_dir`; the trial
 process calls :func:`use` before anything compiles. The variables must be set in the trial process
 itself: trial processes come from a forkserver started once, whose environment is fixed by then.
 """

@@ -21,7 +21,7 @@ any compile, nothing is recorded.
 
 from __future__ import annotations
 
-from autotune.results import COMPILE_PHASE_METRICS
+from autotune.measurement import COMPILE_PHASE_METRICS
 
 __all__ = ["PHASES", "compile_phases"]
 

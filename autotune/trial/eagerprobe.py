@@ -19,16 +19,17 @@ so what the one-off work gained (the trial's figure over its probe's) is one bou
 
 Where the only one-off work is the kernels' autotuning, the probe also says how much it can gain at most: it times
 each launch of those kernels (on their first configs), and were they to take no time at all the step would take the
-rest (Amdahl's law, :meth:`autotune.jobspec.Pruning.one_off_gain`). That bound needs no evidence from other trials
+rest (Amdahl's law, :meth:`autotune.trial.pruning.Pruning.one_off_gain`). That bound needs no evidence from other trials
 and is far tighter than a compile's gain: on an H200 a GPT-2 tf32 eager draw at a third of the best passed the
 study's bound (1.68x, learnt from compiles) and autotuned the fused head for 11.9 s before its warm-up pruned it
 (BENCHMARKS.md). A probe whose second step already shows the configuration cannot win, even were
-its later steps :data:`~autotune.trial.warmup.EAGER_ONE_OFF_MS` faster, stops there (an fp32 GPT-2 step takes 1.1 s
+its later steps :data:`~autotune.trial.pruning.EAGER_ONE_OFF_MS` faster, stops there (an fp32 GPT-2 step takes 1.1 s
 at batch 64).
 
 The probe leaves the trial as it found it: the learning rates are zero while it runs, so the first
 compiled step (checked against the fp32 reference loss) sees the weights untouched; the memory it
-took is handed back and the peak statistics reset, so the trial's peak memory is the compiled run's.
+took is handed back and the peak statistics reset (:func:`autotune.trial.measure.hand_back_memory`), so the
+trial's peak memory is the compiled run's.
 """
 
 from __future__ import annotations
@@ -41,12 +42,13 @@ from typing import Any
 import torch
 
 from autotune.kernels.untuned import FirstConfigs, cannot_run_here, first_configs
+from autotune.knobs.registry import Knobs
 from autotune.numbers import quantity
-from autotune.trial.measure import time_steps
+from autotune.trial.measure import hand_back_memory, time_steps
+from autotune.trial.pruning import EAGER_ONE_OFF_MS, KERNELS_AUTOTUNING, Pruning
 from autotune.trial.trainstep import TrainStep
-from autotune.trial.warmup import EAGER_ONE_OFF_MS
 
-__all__ = ["PROBE_STEPS", "EagerProbe", "ceiling", "eager_twin"]
+__all__ = ["PROBE_STEPS", "EagerProbe", "ceiling", "eager_twin", "one_off_work", "probe_before_work"]
 
 # The first step pays cuDNN's algorithm search and the allocator's growth; the fastest of the rest counts
 # (the higher the estimate, the less a probe prunes: noise errs on the side of compiling).
@@ -79,6 +81,36 @@ class EagerProbe:
         return f"eager {quantity(self.throughput, unit)}"
 
 
+def one_off_work(knobs: Knobs, device_type: str, autotuning: frozenset[str]) -> str | None:
+    """What a configuration's first steps pay once and its probe skips, in words: None when nothing. A compile;
+    cuDNN's algorithm search on a GPU (on a CPU the knob does nothing); or the ``autotuning`` kernels (those the
+    reference pass launched on their first configs) choosing their configs."""
+    if knobs.compile_mode != "none":
+        return "compiling"
+    if knobs.cudnn_benchmark and device_type == "cuda":
+        return "cuDNN's algorithm search"
+    if autotuning:
+        return KERNELS_AUTOTUNING
+    return None
+
+
+def probe_before_work(
+    step: TrainStep, items: int, device: torch.device, pruning: Pruning | None, work: str | None
+) -> EagerProbe | None:
+    """The eager twin's figures, for a trial of a sweep (``pruning``) with one-off ``work`` to skip; None without a
+    probe. It stops after two steps where they already show the configuration cannot reach the line even with the
+    most that work can gain (:meth:`Pruning.before_work`), which the caller then asks of the figures. The caller leaves
+    out a trial behind a loader: the probe would take the loader's first batches, which the first step is checked on."""
+    if pruning is None or work is None:
+        return None
+    return eager_twin(
+        step,
+        items,
+        device,
+        lambda at_most: pruning.before_work(work, at_most.throughput, at_most.autotuning_share) is not None,
+    )
+
+
 def eager_twin(
     step: TrainStep, items: int, device: torch.device, cannot_win_yet: Callable[[EagerProbe], bool] | None = None
 ) -> EagerProbe | None:
@@ -96,40 +128,41 @@ def eager_twin(
         eager = step.model
         if step.ctx.blocks:
             stance = torch.compiler.set_stance("force_eager")
-    twin = TrainStep(step.workload, eager, step.ctx, step.optimizer, step.batch_for)
     try:
         with _learning_rates_zero(step.optimizer), stance, _no_cudnn_search():
-            return _untuned_probe(_Probe(twin, items, device, cannot_win_yet))
+            return _untuned_probe(_Probe(step, eager, items, device, cannot_win_yet))
     except torch.OutOfMemoryError:
         return None  # eager can need more memory than compiled: no estimate, the trial compiles as usual
     finally:
-        del twin
-        _hand_back_memory(device)
+        hand_back_memory(device)
 
 
 @dataclass
 class _Probe:
-    twin: TrainStep
+    step: TrainStep
+    eager: torch.nn.Module  # the model the twin runs
     items: int
     device: torch.device
     cannot_win_yet: Callable[[EagerProbe], bool] | None
 
 
 def _untuned_probe(probe: _Probe) -> EagerProbe:
-    """The probe with each autotuning kernel on its first config; where a first config cannot run here (what
+    """The twin's steps with each autotuning kernel on its first config; where a first config cannot run here (what
     Triton's autotuner skips a config for), with the kernels choosing as ever (and no share to tell)."""
+    step = probe.step
     with first_configs(time_on=probe.device) as cut:
+        twin = TrainStep(step.workload, probe.eager, step.ctx, step.optimizer, step.batch_for)
         try:
-            return _timed_steps(probe, cut)
+            return _timed_steps(twin, probe, cut)
         except Exception as exc:
             if not cut.cut or not cannot_run_here(exc):
                 raise
-    times = time_steps(probe.twin, PROBE_STEPS, probe.device)
+    times = time_steps(twin, PROBE_STEPS, probe.device)
     return EagerProbe(probe.items / (min(times[1:]) / 1e3))
 
 
-def _timed_steps(probe: _Probe, cut: FirstConfigs) -> EagerProbe:
-    """Two steps, then (unless their :func:`ceiling` already shows the configuration cannot win) the rest of
+def _timed_steps(twin: TrainStep, probe: _Probe, cut: FirstConfigs) -> EagerProbe:
+    """Two steps of ``twin``, then (unless their :func:`ceiling` already shows the configuration cannot win) the rest of
     :data:`PROBE_STEPS`, on the batches that follow."""
     launches = cut.launches
     assert launches is not None  # a timed block
@@ -137,7 +170,7 @@ def _timed_steps(probe: _Probe, cut: FirstConfigs) -> EagerProbe:
 
     def step(index: int) -> None:
         starts.append(len(launches))
-        probe.twin(index)
+        twin(index)
 
     def kernel_ms() -> float | None:
         """The launches' time from the second step on; None where no kernel that would autotune ran."""
@@ -187,10 +220,3 @@ def _learning_rates_zero(optimizer: torch.optim.Optimizer) -> Iterator[None]:
     finally:
         for group, lr in zip(optimizer.param_groups, saved, strict=True):
             group["lr"] = lr
-
-
-def _hand_back_memory(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from autotune.errors import AutotuneError, NumericsError, first_line
-from autotune.results import Status
+from autotune.measurement import Status
 
 __all__ = ["classify"]
 

@@ -32,8 +32,8 @@ from autotune.errors import AutotuneError
 from autotune.knobs.registry import Knobs
 from autotune.knobs.stepcontext import StepContext
 from autotune.quiet import quiet_tf32_hint
+from autotune.trial.batches import loader_batches
 from autotune.trial.job import resolve_device
-from autotune.trial.training import loader_batches
 from autotune.trial.trainstep import TrainStep, prepare_pair
 from autotune.tuned import artifacts as compileartifacts
 from autotune.tuned.file import load as load_config

@@ -1,11 +1,10 @@
-"""The trial job: build a workload, apply the knobs, warm up, time the training step, check numerics.
+"""The trial job: a :class:`~autotune.trial.trialspec.TrialSpec` in, a :class:`TrialResult` out.
 
-It runs inside the isolated trial process (see :mod:`autotune.runner`), knows nothing of Optuna
-or MLflow, and turns every failure into a :class:`TrialResult` value (:func:`classify`). This
-module checks the spec, builds the workload with its knobs and hands it on: a training workload to
-:mod:`autotune.trial.training` (its batches from :mod:`autotune.data`, its step from
-:mod:`autotune.trial.trainstep`, the numerics guard in :mod:`autotune.trial.numerics`, warm-up in
-:mod:`autotune.trial.warmup`), a kernel workload to its own ``run``.
+It runs inside the isolated trial process (see :mod:`autotune.trial_process`), knows nothing of Optuna
+or MLflow, and turns every failure into a :class:`TrialResult` value (:func:`classify`). In order: the device and
+its memory cap; what comes before anything compiles (the study's compile caches, a tuned config's shipped
+artifacts, the listed kernels pinned); the workload built and measured (:mod:`autotune.trial.build`); what comes
+after (the kernels' choices, the machine's fingerprint, what the trial compiled saved).
 """
 
 from __future__ import annotations
@@ -13,60 +12,41 @@ from __future__ import annotations
 import os
 import resource
 import time
-from collections.abc import Callable
-from typing import Any
 
 import torch
 
 from autotune import workloads
 from autotune.errors import AutotuneError, NumericsError
-from autotune.jobspec import TrialSpec
 from autotune.kernels import autotuning
 from autotune.kernels.choices import autotuned_choices
+from autotune.kernels.listing import load_kernel
 from autotune.kernels.pinning import TrialPins
 from autotune.knobs.precision import AUTOCAST_DTYPES
-from autotune.knobs.registry import KNOB_SPECS, Knobs
-from autotune.quiet import quiet_tf32_hint
-from autotune.results import Status, TrialResult
-from autotune.trial import artifacts as trialartifacts
+from autotune.knobs.registry import Knobs
+from autotune.measurement import TrialResult
+from autotune.trial import artifacts_io as trialartifacts
 from autotune.trial import compilecache
+from autotune.trial.build import measure_workload, split_params
 from autotune.trial.failures import classify
 from autotune.trial.measure import env_fingerprint
-from autotune.trial.training import TrainingTrial, measure_training, overhead
+from autotune.trial.trialspec import TrialSpec
 
 __all__ = [
     "NumericsError",
     "check_spec",
     "classify",
-    "configured",
     "resolve_device",
     "run_trial",
-    "split_params",
     "use_study_cache",
 ]
 
 
-def split_params(params: dict[str, Any], build: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split trial params into knobs and the workload's own tunable parameters."""
-    accepted = workloads.workload_params(build)
-    knob_params, workload_params = {}, {}
-    for name, value in params.items():
-        if name in KNOB_SPECS:
-            knob_params[name] = value
-        elif name in accepted:
-            workload_params[name] = workloads.coerce_param(name, value, accepted[name])
-        else:
-            options = ", ".join([*KNOB_SPECS, *accepted])
-            raise AutotuneError(f"unknown parameter {name!r}; this workload takes: {options}")
-    return knob_params, workload_params
-
-
 def check_spec(spec: TrialSpec) -> None:
     """Raise :class:`AutotuneError` for bad input, before any trial process is started."""
-    build = workloads.resolve(spec.workload)
+    workloads.resolve(spec.workload)  # an unknown workload is named first
     if spec.workload in workloads.BUILTIN and spec.preset not in workloads.PRESETS:
         raise AutotuneError(f"preset {spec.preset!r} is not valid: expected one of {', '.join(workloads.PRESETS)}")
-    knob_params, _ = split_params(spec.params, build)
+    knob_params, _ = split_params(spec.params, spec.workload)
     Knobs.from_params(knob_params)
     resolve_device(spec.device)
 
@@ -98,15 +78,6 @@ def _apply_memory_cap(cap_gib: float | None, device: torch.device) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
 
-def _measure_kernel(
-    kernel: workloads.KernelJob, device: torch.device, started: float, requested_at: float
-) -> TrialResult:
-    """A kernel workload: it checks its output against torch and times itself (do_bench, L2 flushed)."""
-    setup_s = time.time() - started
-    metrics = {**kernel.run(device), **overhead(started, requested_at, setup_s)}
-    return TrialResult(Status.OK, None, dict(kernel.params), metrics, env_fingerprint(device))
-
-
 def use_study_cache(spec: TrialSpec) -> None:
     """Point this process's compile caches at the spec's study folder (when it names one), in the folder of its
     autocast dtype (:mod:`autotune.trial.compilecache`)."""
@@ -115,45 +86,20 @@ def use_study_cache(spec: TrialSpec) -> None:
         compilecache.use(spec.compile_cache_dir, autocast)
 
 
-def configured(spec: TrialSpec, kernel_params: dict[str, Any]) -> tuple[Knobs, dict[str, Any]]:
-    """The spec's knobs and its workload's own params (``kernel_params``, the pinned kernels', set apart)."""
-    plain = {name: value for name, value in spec.params.items() if name not in kernel_params}
-    knob_params, workload_params = split_params(plain, workloads.resolve(spec.workload))
-    return Knobs.from_params(knob_params), workload_params
-
-
 def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> TrialResult:
     """Pin the listed kernels (before the workload is built: they may launch while it is), then measure."""
     started = time.time()
     use_study_cache(spec)  # before anything compiles: a model, or a kernel workload's Triton
     autotuning.begin_trial()  # an unpinned kernel's configs compile in parallel before it benchmarks them
     loaded = trialartifacts.load_before_compile(spec, device)  # a tuned config's, as production loads them
-    pins = TrialPins.pin_all(spec.kernels, spec.params)
-    result = _measure_pinned(spec, device, started, requested_at, pins.params)
+    pins = TrialPins.pin_all([load_kernel(path) for path in spec.kernels], spec.params)
+    result = measure_workload(spec, device, pins.params, started, requested_at)
+    result.env = env_fingerprint(device)  # where the numbers came from
     result.kernels = pins.record()
     if result.ok:  # and what the kernels it did not pin chose for themselves, for production to pin as they ran
         result.kernels.update(autotuned_choices(skip=result.kernels))
-    trialartifacts.record(spec, device, result, loaded, started)  # what this trial compiled, into the study's folder
+    trialartifacts.note_and_save(spec, device, result, loaded, started)  # what it compiled, into the study's folder
     return result
-
-
-def _measure_pinned(
-    spec: TrialSpec, device: torch.device, started: float, requested_at: float, kernel_params: dict[str, Any]
-) -> TrialResult:
-    settings = spec.measure.for_device(device.type)
-    knobs, workload_params = configured(spec, kernel_params)
-    params = {**knobs.to_params(), **workload_params, **kernel_params}
-    knobs.check_combination(device.type)
-    quiet_tf32_hint()
-    torch.manual_seed(spec.seed)
-    workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)
-    if not isinstance(workload, workloads.Workload):
-        return _measure_kernel(workload, device, started, requested_at)
-    batch_size = knobs.batch_size or workload.default_batch_size
-    params["batch_size"] = batch_size
-    return measure_training(
-        TrainingTrial(spec, device, settings, knobs, params, workload, batch_size, started, requested_at)
-    )
 
 
 def run_trial(spec: TrialSpec, requested_at: float | None = None) -> TrialResult:

@@ -24,6 +24,7 @@ from autotune.host import cpu_model, process_name
 __all__ = [
     "GpuTelemetry",
     "env_fingerprint",
+    "hand_back_memory",
     "peak_memory_gib",
     "settled",
     "summarize",
@@ -90,6 +91,15 @@ def peak_memory_gib(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**30
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
+
+
+def hand_back_memory(device: torch.device) -> None:
+    """Give the caching allocator's free memory back and start the peak statistics afresh, so what ran before (the
+    eager probe) counts in neither."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
 
 
 def _nvml() -> Any | None:

@@ -2,17 +2,18 @@
 
 Every compiled trial imports Inductor's compiler when it first compiles (``torch._inductor.compile_fx`` and
 ``torch._dynamo.repro.after_dynamo``: 3.8-4.6 s on an H100 host, torch 2.11, ``scripts/trial_setup.py --imports``).
-Imported once in the trial server (:data:`autotune.runner.PRELOAD`), each trial forked from it has them. But in torch
-2.11 that import asks ``torch.cuda.is_available()`` (``torch/_inductor/runtime/benchmarking.py``, at module level),
+Imported once in the trial server (:data:`autotune.trial_process.PRELOAD`), each trial forked from it has them. But
+in torch 2.11 that import asks ``torch.cuda.is_available()`` (``torch/_inductor/runtime/benchmarking.py``, at module
+level),
 which by default asks the CUDA runtime (``cudaGetDeviceCount``): the driver then starts in the server, and every
 forked trial fails with "Cannot re-initialize CUDA in forked subprocess" (seen on an H200 and an H100). With
 ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` torch answers from NVML instead, which leaves fork usable (the same H100: a forked
-child passed :func:`autotune.devicecheck.probe` after the import), unless NVML cannot count the devices (no NVML, or
-``CUDA_VISIBLE_DEVICES`` naming MIG devices), when torch falls back to the runtime. So this module sets that variable
-for the import only, and imports only where torch's own NVML count answers, or where torch has no CUDA.
+child passed :func:`autotune.sweep.workers.device_check.probe` after the import), unless NVML cannot count the devices
+(no NVML, or ``CUDA_VISIBLE_DEVICES`` naming MIG devices), when torch falls back to the runtime. So this module sets
+that variable for the import only, and imports only where torch's own NVML count answers, or where torch has no CUDA.
 
 Importing this module has that effect by design: the forkserver preloads modules by name, and this one is meant for
-it. Nothing in ``autotune/`` imports it but :data:`~autotune.runner.PRELOAD`.
+it. Nothing in ``autotune/`` imports it but :data:`~autotune.trial_process.PRELOAD`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What the informed start asks in a trial process: the device's facts and the workload's own first choices.
 
-Run through :meth:`autotune.runner.TrialRunner.call` (a child of the trial server, which has torch imported), so
+Run through :meth:`autotune.trial_process.TrialRunner.call` (a child of the trial server, which has torch imported), so
 the sweep's process never touches CUDA or runs the workload's code; only plain data comes back.
 """
 

@@ -1,58 +1,55 @@
-"""Measuring a training workload: its batches, its step, warm-up, the timed window, the metrics.
+"""Measuring a training workload, stage by stage: each stage a module of its own, handed the values it needs.
 
-Two sources of batches: ``make_batch`` batches made on the device before timing (the model-only
-measurement, rotated), or the workload's dataset through the ``DataLoader`` and copy that the data
-knobs describe, each step timed waiting for its batch (``data_wait_ms_p50``, ``data_wait_frac``).
+1. the batches (:mod:`autotune.trial.batches`), the fp32 reference pass on the first (:mod:`autotune.trial.numerics`),
+   the step with the knobs applied (:mod:`autotune.trial.trainstep`);
+2. the eager probe, for a trial of a sweep with one-off work to skip (:mod:`autotune.trial.eagerprobe`): pruned
+   there where even the most that work can gain leaves it under the line (:mod:`autotune.trial.pruning`);
+3. the first step, its loss checked; the warm-up until the steps settle (:mod:`autotune.trial.warmup`): pruned there
+   where its settled throughput is under the line;
+4. the timed window with the GPU's telemetry (:mod:`autotune.trial.measure`), the losses checked;
+5. the result (:mod:`autotune.trial.outcome`), then the profile if the spec asks for one
+   (:mod:`autotune.profiling.capture`).
 
-Throughput is items over the median step time for synthetic batches (robust to a stray slow step),
-but over the mean step time behind a loader: there step times take turns (two workers' batches
-arrive together, the next step waits for both to make more; measured on a CPU: 16 ms, 2 ms, 16 ms
-...), and the median picks one of the two modes instead of the rate the loop runs at.
+Behind a loader each step is timed waiting for its batch (``data_wait_ms_p50``, ``data_wait_frac``), and throughput
+is items over the mean step time, not the median: there step times take turns (two workers' batches arrive together,
+the next step waits for both to make more; measured on a CPU: 16 ms, 2 ms, 16 ms ...), and the median picks one of
+the two modes instead of the rate the loop runs at.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from autotune import workloads
-from autotune.data import LoaderBatches, SyntheticBatches, build_loader, data_noops, wait_metrics
-from autotune.errors import AutotuneError, first_line
-from autotune.jobspec import KERNELS_AUTOTUNING, MeasureSettings, TrialSpec, Unreachable
-from autotune.kernels.autotuning import autotuning_metrics
+from autotune.data import LoaderBatches, data_noops, wait_metrics
 from autotune.knobs.applying import apply
 from autotune.knobs.registry import Knobs
-from autotune.knobs.stepcontext import StepContext
-from autotune.results import Status, TrialResult
-from autotune.trial.compilephases import compile_phases
-from autotune.trial.eagerprobe import EagerProbe, eager_twin
-from autotune.trial.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
+from autotune.measurement import Status, TrialResult
+from autotune.trial.batches import batch_source
+from autotune.trial.eagerprobe import one_off_work, probe_before_work
+from autotune.trial.measure import GpuTelemetry, peak_memory_gib, settled, summarize, time_steps
 from autotune.trial.numerics import Reference, check_first_loss, check_losses, reference_pass
-from autotune.trial.trainstep import TrainStep, prepare_pair
-from autotune.trial.warmup import EAGER_ONE_OFF_MS, compile_seconds, settled_ms, timed_step_count, warm_up
+from autotune.trial.outcome import pruned_after_warmup, pruned_before_work, record_blocks, timed
+from autotune.trial.pruning import Pruning, warmup_judge
+from autotune.trial.trainstep import TrainStep, prepared_step
+from autotune.trial.trialspec import MeasureSettings
+from autotune.trial.warmup import timed_step_count, warm_throughput, warm_up
 
 __all__ = ["TrainingTrial", "measure_training", "overhead"]
 
 
-def _check_random(batch: Any) -> None:
-    """Timing on zeros flatters kernels and hides bugs: refuse all-zero synthetic inputs."""
-    tensors = [t for t in (batch if isinstance(batch, tuple | list) else [batch]) if isinstance(t, torch.Tensor)]
-    if tensors and tensors[0].is_floating_point() and not tensors[0].any():
-        raise AutotuneError("the workload's make_batch returned all-zero inputs; use random data")
-
-
-@dataclass
+@dataclass(frozen=True)
 class TrainingTrial:
-    """One training trial, its workload built: what every stage of its measurement needs."""
+    """One training trial, its workload built: the plain values every stage of its measurement needs.
 
-    spec: TrialSpec
+    ``pruning``: a sweep's early stop (None: timed to the end); ``profile_steps`` more steps under the profiler after
+    the timed window, their Chrome trace in ``profile_dir`` when it is given.
+    """
+
     device: torch.device
     settings: MeasureSettings
     knobs: Knobs
@@ -61,6 +58,9 @@ class TrainingTrial:
     batch_size: int
     started: float
     requested_at: float
+    pruning: Pruning | None = None
+    profile_steps: int = 0
+    profile_dir: str | None = None
 
     @property
     def items(self) -> int:
@@ -73,301 +73,101 @@ class TrainingTrial:
         return self.workload.dataset is not None
 
 
-# How far under the pruning line a warm-up must be to stop before its steps settle: even this many times its fastest
-# step after the first (compile, autotuning) would stay under it. Eager steps settle within a few percent after
-# the first; a slow configuration's settling steps are its most expensive part (GPT-2 in fp32 at batch 128: 2.3 s
-# a step, a 16.6 s pruned trial on an H100).
-HOPELESS_MARGIN = 2.0
-HOPELESS_AFTER = 2  # steps after the first before the warm-up may be judged hopeless
-
-
-def _hopeless(trial: TrainingTrial, ctx: StepContext) -> Callable[[list[float]], bool] | None:
-    """Whether the warm-up's steps so far already put the configuration out of the pruning line's reach.
-
-    None where the sweep does not prune; behind a loader, whose first steps wait for its workers to start; and where
-    the step runs in CUDA graphs: their first calls run eager to warm up, then record (cuDNN's search too), over
-    more steps than the first. On an H100 a ResNet-50 ``reduce-overhead`` trial's two steps after the first ran at
-    1,289-1,558 images/s, a fifth to a quarter of its default-mode twin's 5,890, and it was pruned on them; in the
-    recorded H100 trials, CUDA-graph steps did up to 16 steady steps' worth of one-off work after their first step,
-    other modes under 4. An eager step (nothing compiled) may be judged one step after the first, less
-    ``EAGER_ONE_OFF_MS``.
-    """
-    below = trial.spec.pruning.below if trial.spec.pruning else None
-    if below is None or trial.behind_loader or ctx.cudagraphs:
-        return None
-    eager = trial.knobs.compile_mode == "none"
-
-    def hopeless(times: list[float]) -> bool:
-        after_first = times[1:]
-        if len(after_first) >= HOPELESS_AFTER:
-            fastest_ms = min(after_first)
-        elif eager and after_first:
-            fastest_ms = after_first[0] - EAGER_ONE_OFF_MS
-        else:
-            return False
-        return fastest_ms > 0 and trial.items / (fastest_ms / 1e3) * HOPELESS_MARGIN < below
-
-    return hopeless
-
-
-def _pruned(trial: TrainingTrial, warm_ms: list[float]) -> TrialResult | None:
-    """A pruned result when the settled warm-up throughput is below the sweep's bound, else None.
-
-    The settled warm-up steps are within ``settle_tolerance`` of each other and of the timed steps
-    that would follow (on an H200 the timed CV was 0.1-1.1%), so a configuration under half the
-    best cannot come near it: its timed window is skipped.
-    """
-    pruning = trial.spec.pruning
-    if pruning is None or pruning.below is None:
-        return None
-    recent_ms = warm_ms[-trial.settings.settle_window :]
-    typical_ms = statistics.fmean(recent_ms) if trial.behind_loader else settled_ms(warm_ms, trial.settings)
-    estimate = trial.items / (typical_ms / 1e3)
-    unit = trial.workload.unit
-    reason = pruning.after_warmup(estimate, unit)
-    if reason is None:
-        return None
-    metrics = {
-        "throughput": estimate,
-        "throughput_unit": unit,
-        "compile_s": compile_seconds(warm_ms, settled_ms(warm_ms, trial.settings)),  # what pruning came too late for
-        **compile_phases(),
-        **autotuning_metrics(),
-        "warmup_steps": len(warm_ms),
-        "items_per_step": trial.items,
-        "peak_mem_gib": peak_memory_gib(trial.device),
-    }
-    env = env_fingerprint(trial.device)
-    return TrialResult(Status.PRUNED, reason, trial.params, metrics, env, {"warmup_ms": warm_ms})
-
-
-def _eager_probe(trial: TrainingTrial, step: TrainStep, work: str | None) -> EagerProbe | None:
-    """The eager twin's figures, for a trial of a sweep on synthetic batches with one-off ``work`` to skip; else
-    None. Behind a loader the probe would take the loader's first batches, which the first step is checked on; and a
-    trial run alone (``autotune trial``) has nothing to prune against."""
-    if trial.spec.pruning is None or trial.behind_loader or work is None:
-        return None
-    return eager_twin(step, trial.items, trial.device, lambda at_most: _cannot_win(trial, at_most, work) is not None)
-
-
-def _one_off_work(trial: TrainingTrial, autotuning: frozenset[str]) -> str | None:
-    """What the trial's first steps pay once and its probe skips, in words: None when nothing. A compile; cuDNN's
-    algorithm search on a GPU (on a CPU the knob does nothing); or the ``autotuning`` kernels (those the reference
-    pass launched on their first configs) choosing their configs."""
-    if trial.knobs.compile_mode != "none":
-        return "compiling"
-    if trial.knobs.cudnn_benchmark and trial.device.type == "cuda":
-        return "cuDNN's algorithm search"
-    if autotuning:
-        return KERNELS_AUTOTUNING
-    return None
-
-
-def _cannot_win(trial: TrainingTrial, eager: EagerProbe, work: str | None) -> Unreachable | None:
-    """How ``eager`` times the most ``work`` can gain stays under the pruning line (:meth:`Pruning.unreachable`);
-    else None. The share of the probe's steps its autotuning kernels took bounds only the autotuning's gain."""
-    pruning = trial.spec.pruning
-    if pruning is None:
-        return None
-    return pruning.unreachable(eager.throughput, eager.autotuning_share if work == KERNELS_AUTOTUNING else None)
-
-
-def _pruned_before_compile(trial: TrainingTrial, eager: EagerProbe, work: str | None) -> TrialResult | None:
-    """A pruned result, ``work`` not paid, when ``eager`` times the most ``work`` can gain cannot reach the line."""
-    unreachable = _cannot_win(trial, eager, work)
-    if unreachable is None or work is None:
-        return None
-    unit = trial.workload.unit
-    reason = unreachable.reason(work, eager.said(unit))
-    metrics = {
-        "throughput": unreachable.reachable,  # the most it could reach compiled: what it was pruned on
-        "throughput_unit": unit,
-        **eager.metrics(),
-        "pruned_before_compile": 1.0,  # the name stored studies read; set before cuDNN's search too
-        "compile_s": 0.0,
-        "warmup_steps": 0,
-        "items_per_step": trial.items,
-        "peak_mem_gib": peak_memory_gib(trial.device),
-    }
-    return TrialResult(Status.PRUNED, reason, trial.params, metrics, env_fingerprint(trial.device), {"warmup_ms": []})
-
-
 def overhead(started: float, requested_at: float, setup_s: float) -> dict[str, float]:
     """What a trial costs besides its steps: process start, then building the workload."""
     return {"startup_s": started - requested_at, "setup_s": setup_s, "overhead_s": started - requested_at + setup_s}
 
 
 def measure_training(trial: TrainingTrial) -> TrialResult:
-    """Measure ``trial``: synthetic batches (``make_batch``) or the workload's dataset through the loader."""
-    return _measure_loader(trial) if trial.behind_loader else _measure_synthetic(trial)
-
-
-def _apply_knobs(trial: TrainingTrial) -> tuple[torch.nn.Module, StepContext, torch.optim.Optimizer]:
-    """The model to train, its step context and optimizer, with every model knob applied."""
-    if trial.device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(trial.device)
-    optimizer = torch.optim.AdamW(trial.workload.model.parameters(), lr=1e-4)
-    model, ctx = apply(trial.workload.model, optimizer, trial.knobs, trial.device.type)
-    return model, ctx, optimizer
-
-
-def _measure_synthetic(trial: TrainingTrial) -> TrialResult:
-    """Batches made on the device by ``make_batch`` before timing, rotated: the model-only measurement."""
-    workload = trial.workload
-    assert workload.make_batch is not None
-    batches = [workload.make_batch(trial.batch_size, trial.device) for _ in range(trial.settings.batches)]
-    _check_random(batches[0])
-    workload.model.train()
-    reference = reference_pass(workload, batches[0])
-    model, ctx, optimizer = _apply_knobs(trial)
-    source = SyntheticBatches([prepare_pair(ctx, batch) for batch in batches])  # laid out once, not per step
-    return _run_steps(trial, TrainStep(workload, model, ctx, optimizer, source.batch), reference, ctx, None)
-
-
-def _measure_loader(trial: TrainingTrial) -> TrialResult:
-    """Batches from the workload's dataset through the DataLoader and copy the data knobs describe."""
-    workload = trial.workload
-    source = loader_batches(workload, trial.batch_size, trial.knobs, trial.device)
+    """Measure ``trial`` on its batches (:mod:`autotune.trial.batches`: made on the device by ``make_batch``, or the
+    workload's dataset through the loader): the fp32 reference pass on the first, the knobs applied to the model and
+    its AdamW (:func:`autotune.knobs.apply`), the step on those batches, then the stages."""
+    source = batch_source(trial.workload, trial.batch_size, trial.knobs, trial.device, trial.settings.batches)
     try:
-        workload.model.train()
-        reference = reference_pass(workload, source.first())  # the very batch the first step trains on
-        model, ctx, optimizer = _apply_knobs(trial)
-        step = TrainStep(workload, model, ctx, optimizer, lambda index: prepare_pair(ctx, source.batch(index)))
-        return _run_steps(trial, step, reference, ctx, source)
+        trial.workload.model.train()
+        reference = reference_pass(trial.workload, source.first())  # the very batch the first step trains on
+        if trial.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(trial.device)  # the peak from here on: the trial's own
+        optimizer = torch.optim.AdamW(trial.workload.model.parameters(), lr=1e-4)
+        model, ctx = apply(trial.workload.model, optimizer, trial.knobs, trial.device.type)
+        step = prepared_step(trial.workload, model, ctx, optimizer, source)
+        return _run_steps(trial, step, reference, source if isinstance(source, LoaderBatches) else None)
     finally:
-        source.close()
-
-
-def loader_batches(workload: workloads.Workload, batch_size: int, knobs: Knobs, device: torch.device) -> LoaderBatches:
-    """The workload's dataset through the DataLoader and the copy to ``device`` that the data knobs describe (a trial's,
-    and :mod:`autotune.trial.firststeps`' production start)."""
-    assert workload.dataset is not None
-    loader = build_loader(
-        workload.dataset, batch_size, knobs, device.type, collate_fn=workload.collate_fn, **_worker_start(knobs)
-    )
-    return LoaderBatches(
-        loader,
-        device,
-        non_blocking=bool(knobs.non_blocking),
-        gpu_prefetch=bool(knobs.gpu_prefetch),
-        transform=workload.device_transform,
-    )
-
-
-def _worker_start(knobs: Knobs) -> dict[str, Any]:
-    """Start the loader's workers the way a training script on this platform does (fork on Linux).
-
-    A trial process comes from a forkserver, so its own default is forkserver: each worker would be
-    started by a server that re-imports the workload and unpickles the dataset (2-3 s a worker on
-    a CPU, at every epoch without persistent workers), and a dataset that cannot be pickled would fail.
-    """
-    if knobs.num_workers == 0:
-        return {}
-    return {"multiprocessing_context": multiprocessing.get_all_start_methods()[0]}  # the platform's default
+        if isinstance(source, LoaderBatches):
+            source.close()
 
 
 def _run_steps(
-    trial: TrainingTrial,
-    step: TrainStep,
-    reference: Reference,
-    ctx: StepContext,
-    source: LoaderBatches | None,
+    trial: TrainingTrial, step: TrainStep, reference: Reference, loader: LoaderBatches | None
 ) -> TrialResult:
-    """First step (checked), warm-up, timed window, metrics; then the profile if the spec asks for one."""
-    device, settings, precision = trial.device, trial.settings, trial.knobs.precision
+    """The stages, each handed what it needs: the eager probe (pruned before the one-off work?), the first step
+    (checked), the warm-up (pruned after it?), the timed window, the result; then the profile if one is asked for."""
+    device, settings, items, unit, ctx = trial.device, trial.settings, trial.items, trial.workload.unit, step.ctx
     setup_s = time.time() - trial.started
-    work = _one_off_work(trial, reference.autotuning)
-    eager = _eager_probe(trial, step, work)
-    if eager is not None and (early := _pruned_before_compile(trial, eager, work)) is not None:
-        return early
+    work = None if trial.behind_loader else one_off_work(trial.knobs, device.type, reference.autotuning)
+    eager = probe_before_work(step, items, device, trial.pruning, work)
+    probed_peak_gib = peak_memory_gib(device)  # what a trial pruned before its one-off work reports
+    judge = warmup_judge(
+        trial.pruning,
+        items,
+        eager=trial.knobs.compile_mode == "none",
+        cudagraphs=ctx.cudagraphs,
+        behind_loader=trial.behind_loader,
+    )
+    if eager is not None and trial.pruning is not None and work is not None:
+        unreachable = trial.pruning.before_work(work, eager.throughput, eager.autotuning_share)
+        if unreachable is not None:
+            why = unreachable.reason(work, eager.said(unit))
+            return pruned_before_work(why, unreachable.reachable, eager, unit, items, trial.params, probed_peak_gib)
     first_ms = time_steps(step, 1, device)  # compiles, autotunes: checked before any more time is spent
-    rel_error = check_first_loss(float(step.losses[0]), reference.loss, precision)
-    warm_ms = warm_up(step, device, settings, first_ms, _hopeless(trial, ctx))
-    pruned = _pruned(trial, warm_ms)
-    if pruned is not None:
+    rel_error = check_first_loss(float(step.losses[0]), reference.loss, trial.knobs.precision)
+    warm_ms = warm_up(step, device, settings, first_ms, judge)
+    warm_peak_gib = peak_memory_gib(device)  # what a trial pruned after its warm-up reports
+    estimate = warm_throughput(warm_ms, settings, items, trial.behind_loader)
+    reason = trial.pruning.after_warmup(estimate, unit) if trial.pruning is not None else None
+    if reason is not None:
+        pruned = pruned_after_warmup(reason, estimate, unit, warm_ms, settings, items, trial.params, warm_peak_gib)
         if eager is not None:
             pruned.metrics.update(eager.metrics())  # a compiled figure too: evidence of the gain
-        _record_blocks(ctx, pruned)
+        record_blocks(ctx, pruned)
         return pruned
     telemetry = GpuTelemetry(device)
     with telemetry.window():
         timed_ms = time_steps(step, timed_step_count(warm_ms, settings), device)
-    check_losses(step.losses, precision)
-    metrics = _metrics(trial, warm_ms, timed_ms, setup_s, rel_error, telemetry)
+    stats, peak_gib = summarize(timed_ms), peak_memory_gib(device)
+    warm_settled = settled(warm_ms, settings.settle_window, settings.settle_tolerance or 0.0)
+    check_losses(step.losses, trial.knobs.precision)
+    costs = overhead(trial.started, trial.requested_at, setup_s)
+    metrics = timed(
+        warm_ms,
+        timed_ms,
+        stats,
+        telemetry,
+        batch_size=trial.batch_size,
+        items=items,
+        unit=unit,
+        behind_loader=trial.behind_loader,
+        rel_error=rel_error,
+        costs=costs,
+        peak_gib=peak_gib,
+        warm_settled=warm_settled,
+    )
     if eager is not None:
         metrics.update(eager.metrics())  # what the study learns compiling's gain from
     series = {"step_ms": timed_ms}
-    if source is not None:
-        waits_ms = source.waits_ms()[-len(timed_ms) :]  # one wait per step; the timed steps came last
+    if loader is not None:
+        waits_ms = loader.waits_ms()[-len(timed_ms) :]  # one wait per step; the timed steps came last
         metrics.update(wait_metrics(waits_ms, timed_ms))
         series["data_wait_ms"] = waits_ms
-    noops = [*ctx.noops, *data_noops(trial.knobs, device.type, has_dataset=source is not None)]
+    noops = [*ctx.noops, *data_noops(trial.knobs, device.type, has_dataset=loader is not None)]
     if noops:
         metrics["noop_knobs"] = ",".join(noops)
-    result = TrialResult(Status.OK, None, trial.params, metrics, env_fingerprint(device), series)
+    result = TrialResult(Status.OK, None, trial.params, metrics, {}, series)
     if telemetry.others:
         result.warnings.append(f"computing on the GPU while it was timed: {telemetry.others}")
-    _record_blocks(ctx, result)
-    if trial.spec.profile_steps > 0:
-        _profile(trial, step, result)
+    record_blocks(ctx, result)
+    if trial.profile_steps > 0:
+        from autotune.profiling.capture import capture_into  # here: only trials that profile pay for torch.profiler
+
+        capture_into(result, step, trial.profile_steps, device, trial.profile_dir)
     return result
-
-
-def _record_blocks(ctx: StepContext, result: TrialResult) -> None:
-    """What ``compile_scope=blocks`` compiled: ``compiled_blocks`` (how many, one by one) and ``compiled_block``
-    (which); a model without repeated blocks was compiled whole, and a warning says why."""
-    if ctx.blocks is None:
-        return
-    result.metrics["compiled_blocks"] = len(ctx.blocks)
-    if ctx.blocks:
-        result.metrics["compiled_block"] = ctx.blocks.describe()
-    else:
-        result.warnings.append(f"compile_scope=blocks: {ctx.blocks.reason}; the whole model was compiled")
-
-
-def _metrics(
-    trial: TrainingTrial,
-    warm_ms: list[float],
-    timed_ms: list[float],
-    setup_s: float,
-    rel_error: float | None,
-    telemetry: GpuTelemetry,
-) -> dict[str, Any]:
-    settings = trial.settings
-    stats = summarize(timed_ms)
-    typical_ms = stats["step_ms_mean"] if trial.behind_loader else stats["step_ms_p50"]
-    metrics: dict[str, Any] = {
-        "throughput": trial.items / (typical_ms / 1e3),
-        "throughput_unit": trial.workload.unit,
-        **stats,
-        "peak_mem_gib": peak_memory_gib(trial.device),
-        "compile_s": compile_seconds(warm_ms, stats["step_ms_p50"]),
-        **compile_phases(),  # where the compile went, by the compiler's clocks (compiled trials only)
-        **autotuning_metrics(),  # the unpinned Triton kernels' autotuning, where they benchmarked configs
-        "first_step_s": warm_ms[0] / 1e3,
-        "warmup_steps": len(warm_ms),
-        "warmup_settled": float(settled(warm_ms, settings.settle_window, settings.settle_tolerance or 0.0)),
-        "timed_steps": len(timed_ms),
-        **({"loss_rel_error": rel_error} if rel_error is not None else {}),
-        **overhead(trial.started, trial.requested_at, setup_s),
-    }
-    metrics.update(telemetry.metrics)
-    if "energy_j" in telemetry.metrics:
-        metrics["energy_j_per_sample"] = telemetry.metrics["energy_j"] / (trial.batch_size * len(timed_ms))
-    return metrics
-
-
-def _profile(trial: TrainingTrial, step: TrainStep, result: TrialResult) -> None:
-    """Profile ``spec.profile_steps`` more whole steps (data wait included) into ``result.extra["profile"]``.
-
-    The measurement is already made: a profile that cannot be captured is a warning on the result,
-    not a failed trial.
-    """
-    spec = trial.spec
-    trace_path = str(Path(spec.profile_dir) / "trace.json") if spec.profile_dir else None
-    try:
-        from autotune.trial import profiler  # imported here: only trials that profile pay for torch.profiler
-
-        result.extra["profile"] = profiler.capture(step, spec.profile_steps, trial.device, trace_path)
-    except Exception as exc:
-        result.warnings.append(f"profile not captured: {type(exc).__name__}: {first_line(exc)}")

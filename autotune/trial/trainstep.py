@@ -14,11 +14,12 @@ from typing import Any
 import torch
 
 from autotune import workloads
+from autotune.data import LoaderBatches, SyntheticBatches
 from autotune.errors import AutotuneError
 from autotune.knobs.stepcontext import StepContext
 from autotune.trial.numerics import pair
 
-__all__ = ["TrainStep", "prepare_pair"]
+__all__ = ["TrainStep", "prepare_pair", "prepared_step"]
 
 
 def prepare_pair(ctx: StepContext, batch: Any) -> Any:
@@ -67,3 +68,19 @@ class TrainStep:
         if not isinstance(loss, torch.Tensor):
             raise AutotuneError(f"train_step returned a {type(loss).__name__}: it must return the step's loss tensor")
         return loss
+
+
+def prepared_step(
+    workload: workloads.Workload,
+    model: torch.nn.Module,
+    ctx: StepContext,
+    optimizer: torch.optim.Optimizer,
+    source: SyntheticBatches | LoaderBatches,
+) -> TrainStep:
+    """The step a trial times, ``model`` with the knobs applied (``ctx``, from :func:`autotune.knobs.apply`), on
+    ``source``'s batches in the knobs' layout: batches made before timing laid out once, not per step; a loader's as
+    they come."""
+    if isinstance(source, LoaderBatches):
+        return TrainStep(workload, model, ctx, optimizer, lambda index: prepare_pair(ctx, source.batch(index)))
+    laid_out = SyntheticBatches([prepare_pair(ctx, batch) for batch in source.batches])
+    return TrainStep(workload, model, ctx, optimizer, laid_out.batch)

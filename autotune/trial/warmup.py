@@ -7,21 +7,16 @@ last few steps agree, and runs at least ``min_steps`` steps and ``min_time_s`` s
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 
 import torch
 
-from autotune.jobspec import MeasureSettings
 from autotune.trial.measure import settled, time_steps
+from autotune.trial.trialspec import MeasureSettings
 
-__all__ = ["EAGER_ONE_OFF_MS", "compile_seconds", "settled_ms", "timed_step_count", "warm_up"]
-
-# The most one-off work an eager step after the first may still hold, with room: in the 87 eager trials recorded on
-# H100s and H200s (scripts/data), 82 did none after their first step and 5 did 0.07-0.10 s (ResNet-50 at batch 64,
-# GPT-2 at batch 16). So one eager step after the first, less this, already bounds the steady step from below: a
-# long hopeless step (2.3 s in fp32 GPT-2) is judged on it, a short one waits for more.
-EAGER_ONE_OFF_MS = 250.0
+__all__ = ["compile_seconds", "settled_ms", "timed_step_count", "warm_throughput", "warm_up"]
 
 
 def warm_up(
@@ -65,3 +60,15 @@ def timed_step_count(warm_ms: list[float], settings: MeasureSettings) -> int:
     assert settings.min_time_s is not None and settings.min_steps is not None  # for_device() fills them
     wanted = math.ceil(settings.min_time_s * 1e3 / typical_ms)
     return max(settings.min_steps, min(settings.max_steps, wanted))
+
+
+def warm_throughput(warm_ms: list[float], settings: MeasureSettings, items: int, behind_loader: bool) -> float:
+    """Items per second of the settled warm-up: over its typical step (:func:`settled_ms`), or behind a loader over
+    the mean of its last ``settle_window`` steps (there step times take turns, and the median picks one of them).
+
+    The settled warm-up steps are within ``settle_tolerance`` of each other and of the timed steps that would follow
+    (on an H200 the timed CV was 0.1-1.1%): what the pruning line after warm-up is held against.
+    """
+    recent_ms = warm_ms[-settings.settle_window :]
+    typical_ms = statistics.fmean(recent_ms) if behind_loader else settled_ms(warm_ms, settings)
+    return items / (typical_ms / 1e3)

@@ -20,9 +20,9 @@ import autotune
 from autotune.atomicfile import write_atomically as _write_atomically
 from autotune.errors import AutotuneError
 from autotune.knobs.registry import KNOB_SPECS, Knobs
+from autotune.measurement import TrialResult
 from autotune.numbers import number
 from autotune.records import StudyInfo, StudyRecords, TrialRecord
-from autotune.results import TrialResult
 from autotune.storage.studies import redact_url
 from autotune.tuned.config import TunedConfig, shape_key
 from autotune.views.shipping import Shipping, ship

@@ -1,6 +1,6 @@
 """``autotune export``'s side of compile artifacts: the chosen trial's file, copied beside the tuned config.
 
-The trial saved its artifacts in the study's cache folder (:mod:`autotune.trial.artifacts`) and its record
+The trial saved its artifacts in the study's cache folder (:mod:`autotune.trial.artifacts_io`) and its record
 names the file and its sha256. Export checks the bytes against that sha256 (a changed file is refused:
 it is compiled code) and writes them beside ``tuned.yaml`` as ``tuned.compile-artifacts.bin``; the
 section it returns goes into the file.
@@ -25,10 +25,10 @@ import torch
 
 from autotune.atomicfile import write_atomically
 from autotune.errors import AutotuneError
-from autotune.jobspec import TrialSpec
+from autotune.measurement import TrialResult
 from autotune.records import StudyInfo, TrialRecord
-from autotune.results import TrialResult
 from autotune.trial.compilecache import study_cache_dir
+from autotune.trial.trialspec import TrialSpec
 from autotune.tuned import artifacts as compileartifacts
 from autotune.tuned.artifacts import Artifacts
 

@@ -18,9 +18,10 @@ import optuna
 from autotune.errors import AutotuneError
 from autotune.numbers import duration
 from autotune.records import StudyInfo, StudyRecords, SweepState, Tally
+from autotune.records.answers import kernel_never_run_warning
 from autotune.storage.rdb import is_dead_local_worker
 from autotune.views.progress import winner_text
-from autotune.views.text import format_params, kernel_never_run_warning
+from autotune.views.text import format_params
 
 __all__ = ["SweepStatus", "sweep_status"]
 

@@ -5,20 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from autotune.measurement import TrialResult
 from autotune.numbers import number, quantity
-from autotune.results import TrialResult
 
-__all__ = ["format_params", "kernel_never_run_warning", "trial_summary"]
+__all__ = ["format_params", "trial_summary"]
 
 
 def format_params(params: dict[str, Any]) -> str:
     """``key=value`` pairs, leaving out knobs left at PyTorch's own default (None)."""
     return " ".join(f"{key}={value}" for key, value in params.items() if value is not None)
-
-
-def kernel_never_run_warning(path: str) -> str:
-    """The line for a listed kernel no finished trial launched (:meth:`StudyRecords.kernels_never_run`)."""
-    return f"WARNING: listed kernel {path} never ran in any finished trial (is it the one the model calls?)"
 
 
 def _energy_line(metrics: dict[str, Any]) -> str | None:

@@ -8,7 +8,7 @@ of variation (the file's re-measurements and this run's), is a regression: the r
 likeliest reason (another GPU, other software, or the same set-up measuring lower).
 
 A compiled config's shipped compile artifacts are loaded in each run of it before it compiles, by the
-function production's ``apply()`` calls (:mod:`autotune.trial.artifacts`): a changed file is refused
+function production's ``apply()`` calls (:mod:`autotune.trial.artifacts_io`): a changed file is refused
 before anything runs, and the report says whether they loaded and what compiling took.
 """
 
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError
-from autotune.jobspec import TrialSpec
+from autotune.measurement import TrialResult
 from autotune.numbers import number, quantity
-from autotune.results import TrialResult
-from autotune.trial.artifacts import shipped_spec_field
+from autotune.trial.artifacts_io import shipped_spec_field
+from autotune.trial.trialspec import TrialSpec
 from autotune.tuned import artifacts as compileartifacts
 from autotune.tuned.file import env_differences, load
 

@@ -16,10 +16,10 @@ import pytest
 
 import autotune.workloads
 from autotune.errors import AutotuneError
-from autotune.jobspec import MeasureSettings, TrialSpec
-from autotune.results import Status
-from autotune.runner import TrialRunner
+from autotune.measurement import Status
 from autotune.trial.job import run_trial
+from autotune.trial.trialspec import MeasureSettings, TrialSpec
+from autotune.trial_process import TrialRunner
 
 HERE = Path(__file__).resolve().parent
 FAST = MeasureSettings(min_warmup_steps=2, min_steps=5, min_time_s=0.05, max_warmup_s=5)
@@ -75,7 +75,7 @@ def test_a_profiled_trial_carries_its_profile_with_the_data_wait_labelled(runner
     )  # fmt: skip
     result = runner.run(profiled, timeout_s=60)
     assert result.status is Status.OK and not result.warnings, (result.reason, result.warnings)
-    assert result.extra["profile"]  # what autotune.trial.profiler returned, back through the process pipe
+    assert result.extra["profile"]  # what autotune.profiling.capture returned, back through the process pipe
     assert "autotune.data_wait" in (tmp_path / "trace.json").read_text()  # each step's wait, named in the trace
 
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from autotune.kernels import autotuning
-from autotune.results import AUTOTUNE_COMPILE_METRIC, AUTOTUNE_METRIC
+from autotune.measurement import AUTOTUNE_COMPILE_METRIC, AUTOTUNE_METRIC
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,13 +13,14 @@ from trial_workloads import NamedStack
 
 from autotune import knobs
 from autotune.errors import InvalidCombination
-from autotune.jobspec import Pruning, TrialSpec
 from autotune.knobs import Knobs
 from autotune.knobs.regional import find_blocks, signature
-from autotune.results import Status
+from autotune.measurement import Status
 from autotune.trial.eagerprobe import EagerProbe, eager_twin
 from autotune.trial.job import run_trial
+from autotune.trial.pruning import Pruning
 from autotune.trial.trainstep import TrainStep
+from autotune.trial.trialspec import TrialSpec
 from autotune.workloads import Workload, gpt2, resnet50
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from autotune.profiling.kernel_categories import CATEGORIES
 from autotune.profiling.table import WIDTH, ProfiledTrial, markdown, render, speedup
-from autotune.trial.kernel_categories import CATEGORIES
 
 GEMM = (
     "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_tn_align8>"

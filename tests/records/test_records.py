@@ -11,9 +11,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, TrialKind, schema
 from autotune.records.trial import TrialRecord
-from autotune.results import Status, TrialResult
 from autotune.storage.rdb import open_storage
 from autotune.sweep.recorder import placeholder_values
 

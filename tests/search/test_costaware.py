@@ -17,8 +17,8 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.samplers import BaseSampler
 
 from autotune.errors import AutotuneError
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyInfo, TrialKind, schema
-from autotune.results import Status, TrialResult
 from autotune.search.costaware import CostAwareSampler, cost_aware
 from autotune.search.costmodel import PRIOR_COMPILE_S, CostModel, TrialCost, graph_key
 from autotune.search.samplerview import OrdinalView

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from study_records import measured_default
 
+from autotune.measurement import Status
 from autotune.records import TrialRecord
-from autotune.results import Status
 from autotune.search.costmodel import Seconds
 from autotune.search.eagerrun import eager_run_s, floored
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from autotune.errors import AutotuneError
-from autotune.results import Status, TrialResult
+from autotune.measurement import Status, TrialResult
 from autotune.search.replay import ReplayRecords
 
 H200_RECORDS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "h200_triton_matmul_8192.json"

@@ -12,12 +12,12 @@ import optuna
 import pytest
 from study_records import records_of
 
-from autotune.jobspec import Pruning
-from autotune.results import Status
+from autotune.measurement import Status
 from autotune.search.replay import ReplayRecords
 from autotune.search.replaytimes import TimedReplay
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.trial.pruning import Pruning
 from autotune.views.progress import Progress
 
 SPACE = """\

@@ -510,7 +510,7 @@ def test_finalists_section_is_typed(tmp_path: Path) -> None:
 def test_a_space_says_whether_its_sweep_may_compile(
     tmp_path: Path, params: str, finalists: str, compiles: bool
 ) -> None:
-    # The trial server preloads Inductor's compiler only for a sweep that may compile (autotune.runner).
+    # The trial server preloads Inductor's compiler only for a sweep that may compile (autotune.trial_process).
     space = load(tmp_path, f"workload: {{name: gpt2, preset: tiny}}\nparams: {params}\n{finalists}\n")
     assert space.compiles is compiles
 

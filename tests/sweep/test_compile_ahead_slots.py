@@ -7,9 +7,9 @@ import io
 import time
 from typing import Any
 
-from autotune.runner import Running, TrialRunner
 from autotune.search.costmodel import graph_key
 from autotune.sweep.proposals.compile_ahead import CompileAhead
+from autotune.trial_process import Running, TrialRunner
 from autotune.views.progress import Progress
 
 

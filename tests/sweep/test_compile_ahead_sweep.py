@@ -12,7 +12,7 @@ import optuna
 import pytest
 from study_records import measured_records
 
-from autotune.results import AHEAD_METRIC, AHEAD_WAIT_METRIC
+from autotune.measurement import AHEAD_METRIC, AHEAD_WAIT_METRIC
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.proposals.compile_ahead import MIN_CPUS, wanted

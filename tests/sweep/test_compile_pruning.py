@@ -6,12 +6,12 @@ import io
 from pathlib import Path
 from typing import Any
 
-from autotune.jobspec import Pruning
-from autotune.results import Status, TrialResult
+from autotune.measurement import Status, TrialResult
 from autotune.space import load_space
 from autotune.sweep import SweepOptions
 from autotune.sweep.loop import Sweep
 from autotune.sweep.proposals.compile_pruning import GAIN_MARGIN, MIN_EVIDENCE, compile_gain_bound
+from autotune.trial.pruning import Pruning
 from autotune.views.progress import Progress
 
 

@@ -21,12 +21,12 @@ from replay_records import MATMUL_RECORDS
 from study_records import measured_records
 from sweep_processes import load_study, run, sweep_args
 
-from autotune.jobspec import Pruning
+from autotune.measurement import Status, TrialResult
 from autotune.records import TrialKind, schema
-from autotune.results import Status, TrialResult
 from autotune.search.samplers import DelegatingSampler, make_sampler
 from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions, SweepSummary, run_sweep
+from autotune.trial.pruning import Pruning
 from autotune.views.progress import Progress
 
 THREE = """\

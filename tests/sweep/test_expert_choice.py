@@ -8,8 +8,8 @@ from pathlib import Path
 from expert_facts import CPU, H100, V100, default_trial
 from optuna.trial import TrialState
 
+from autotune.measurement import Status
 from autotune.records import TrialRecord
-from autotune.results import Status
 from autotune.space import Space, load_space
 from autotune.sweep.proposals.expert_choice import DeviceFacts, expert_params, likely_starts, precision_twin
 

@@ -20,13 +20,13 @@ from study_records import measured_records
 from sweep_processes import load_study, run, sweep_args, trial_pids, write_space
 from trial_workloads import LOCKSTEP_SPACE, lockstep_records
 
-from autotune.devicecheck import DeviceLock, probe
 from autotune.errors import AutotuneError
 from autotune.records import TrialKind, schema
 from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions
-from autotune.sweep.executors import replay_executor
 from autotune.sweep.gpus.orchestrator import parse_gpus, worker_options
+from autotune.sweep.measurers import replay_executor
+from autotune.sweep.workers.device_check import DeviceLock, probe
 from autotune.views.progress import Progress
 
 BUDGET = 4

@@ -16,8 +16,8 @@ from optuna.trial import TrialState
 from study_records import measured_records
 from sweep_processes import start
 
+from autotune.measurement import AHEAD_METRIC
 from autotune.records import TrialKind, schema
-from autotune.results import AHEAD_METRIC
 from autotune.search.costmodel import Seconds, graph_key
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, loop, run_sweep

@@ -13,11 +13,11 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from autotune.profiling import DEFAULT_STEPS
 from autotune.records import load_study_info, schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.views.leaderboard import leaderboard
+from autotune.views.profile_study import DEFAULT_STEPS
 from autotune.views.progress import Progress
 
 SPACE = """\

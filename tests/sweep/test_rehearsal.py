@@ -13,17 +13,17 @@ import optuna
 import yaml
 from recorded_studies import add_trial
 
-from autotune.jobspec import Pruning
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, schema
-from autotune.results import Status, TrialResult
 from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions
 from autotune.sweep.context import SweepContext
-from autotune.sweep.executors import TrialExecutor
+from autotune.sweep.measurers import TrialExecutor
 from autotune.sweep.options import study_name
 from autotune.sweep.setup import study_info
 from autotune.sweep.stages.rehearsal import Rehearse, rehearse
 from autotune.trial.compilecache import study_cache_dir
+from autotune.trial.pruning import Pruning
 from autotune.tuned import artifacts as compileartifacts
 from autotune.views.export import export
 from autotune.views.progress import Progress

@@ -15,7 +15,7 @@ from autotune.records import StudyRecords, schema
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.context import SweepContext
-from autotune.sweep.executors import TrialExecutor
+from autotune.sweep.measurers import TrialExecutor
 from autotune.sweep.stages.remeasure import Remeasure
 from autotune.sweep.stages.time_limit import TimeLimit
 from autotune.tuned.file import load

@@ -8,9 +8,9 @@ import optuna
 from study_records import measured_records
 from trial_workloads import outlier_space
 
+from autotune.measurement import Status
 from autotune.records import Rehearsal
 from autotune.records.timeshares import OutcomeTime, TimeShares
-from autotune.results import Status
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.sweep.options import SweepSummary

@@ -12,15 +12,16 @@ import optuna
 import pytest
 from recorded_studies import add_timed, make_info, make_study
 
-from autotune.jobspec import Pruning, TrialSpec
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, schema
-from autotune.results import Status, TrialResult
 from autotune.space import load_space
 from autotune.space.settings import FinalistsSpec
 from autotune.sweep import Sweep, SweepOptions, run_sweep
 from autotune.sweep.setup import trial_budget
 from autotune.sweep.stages.time_limit import TimeLimit, finalist_estimate, finalist_sources, remeasure_run_s
 from autotune.trial.compilecache import study_cache_dir
+from autotune.trial.pruning import Pruning
+from autotune.trial.trialspec import TrialSpec
 from autotune.views.progress import Progress
 
 CDT = FinalistsSpec(top=1, inductor={"coordinate_descent_tuning": True})
@@ -234,7 +235,7 @@ def test_every_run_of_a_study_compiles_from_its_cache(tmp_path: Path, monkeypatc
             metrics = {"throughput": float(spec.params["batch_size"]) * (2 if compiled else 1), "compile_s": 0.1}
             return TrialResult(Status.OK, None, dict(spec.params), metrics)
 
-    monkeypatch.setattr("autotune.runner.TrialRunner", Runner)
+    monkeypatch.setattr("autotune.trial_process.TrialRunner", Runner)
     space = limit(tmp_path, None).space
     storage = f"sqlite:///{tmp_path}/c.db"
     options = SweepOptions(

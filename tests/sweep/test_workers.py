@@ -26,7 +26,7 @@ from trial_workloads import LOCKSTEP_SPACE, lockstep_records
 from autotune.records import TrialKind, schema
 from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions
-from autotune.sweep.executors import replay_executor
+from autotune.sweep.measurers import replay_executor
 from autotune.views.progress import Progress
 
 REPO = Path(__file__).resolve().parents[2]

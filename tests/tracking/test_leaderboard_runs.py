@@ -16,8 +16,8 @@ from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 from recorded_studies import add_trial, make_info, make_study, trial_attrs
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyInfo, StudyRecords, TrialKind, schema
-from autotune.results import Status, TrialResult
 from autotune.tracking import HTTP_ENV_DEFAULTS, SweepTracker
 from autotune.tracking.ui import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_ID, VIEW_TAG, address
 

@@ -17,9 +17,9 @@ from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 from recorded_studies import THROUGHPUT, make_info, make_study, trial_attrs
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, TrialRecord
 from autotune.records.trial import read_trial
-from autotune.results import Status, TrialResult
 from autotune.tracking import HTTP_ENV_DEFAULTS, SweepTracker, resolve_tracking_uri, trial_run_name
 
 if TYPE_CHECKING:

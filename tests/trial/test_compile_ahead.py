@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from autotune.errors import AutotuneError
-from autotune.jobspec import TrialSpec
 from autotune.quiet import quiet_tf32_hint
-from autotune.runner import TrialRunner
 from autotune.trial.compilecache import CACHE_FOLDER
+from autotune.trial.trialspec import TrialSpec
+from autotune.trial_process import TrialRunner
 
 
 def test_a_trial_compiled_ahead_finds_its_graphs_in_the_cache(tmp_path: Path) -> None:

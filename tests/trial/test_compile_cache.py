@@ -8,10 +8,10 @@ from pathlib import Path
 import torch
 from pytest import MonkeyPatch
 
-from autotune.jobspec import TrialSpec
-from autotune.runner import TrialRunner
 from autotune.trial import compilecache
 from autotune.trial.compilecache import CACHE_FOLDER, study_cache_dir
+from autotune.trial.trialspec import TrialSpec
+from autotune.trial_process import TrialRunner
 
 
 def test_cache_folder_sits_beside_a_sqlite_study(tmp_path: Path) -> None:

@@ -15,12 +15,12 @@ from pythonpath import TESTS, child_env
 from torch.nn import functional as F
 
 from autotune import knobs, workloads
-from autotune.jobspec import PROBE_SPREAD, Pruning, TrialSpec
-from autotune.results import Status
+from autotune.measurement import Status
 from autotune.trial.eagerprobe import PROBE_STEPS, EagerProbe, ceiling, eager_twin
 from autotune.trial.job import run_trial
+from autotune.trial.pruning import EAGER_ONE_OFF_MS, PROBE_SPREAD, Pruning
 from autotune.trial.trainstep import TrainStep
-from autotune.trial.warmup import EAGER_ONE_OFF_MS
+from autotune.trial.trialspec import TrialSpec
 
 TINY = "tests.trial_workloads:tiny_mlp"
 
@@ -109,7 +109,8 @@ def test_an_eager_gpu_trial_that_asks_for_cudnn_search_stops_before_it() -> None
 KERNEL_PROBE = """
 import json, sys, torch
 import user_kernels as uk
-from autotune.jobspec import PROBE_SPREAD, Pruning, TrialSpec
+from autotune.trial.pruning import PROBE_SPREAD, Pruning
+from autotune.trial.trialspec import TrialSpec
 from autotune.trial.job import run_trial
 
 below = float(sys.argv[1]) if sys.argv[1] != "none" else None

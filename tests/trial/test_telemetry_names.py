@@ -13,8 +13,8 @@ import torch
 from pythonpath import child_env
 
 from autotune.host import process_name
-from autotune.runner import AHEAD_PROCESS
 from autotune.trial.measure import GpuTelemetry
+from autotune.trial_process import AHEAD_PROCESS
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/comm").exists(), reason="no /proc process names here")
 

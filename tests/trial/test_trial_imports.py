@@ -32,7 +32,7 @@ def test_no_module_of_the_trial_package_imports_optuna_mlflow_or_the_sweep() -> 
 def test_running_a_trial_job_loads_none_of_them() -> None:
     """Transitively too: what the trial process imports to run a job (the profiler included)."""
     probe = (
-        "import sys; import autotune.trial.job, autotune.trial.profiler; "
+        "import sys; import autotune.trial.job, autotune.profiling.capture; "
         f"print(sorted(m for m in sys.modules if m.startswith({FORBIDDEN!r})))"
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout

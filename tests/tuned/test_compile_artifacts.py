@@ -35,12 +35,12 @@ from recorded_studies import THROUGHPUT, add_trial, make_study
 from triton_folders import NAME, add_kernel
 
 from autotune.errors import AutotuneError
-from autotune.jobspec import MeasureSettings, TrialSpec
 from autotune.knobs import Knobs
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyInfo
-from autotune.results import Status, TrialResult
-from autotune.runner import TrialRunner
 from autotune.trial.compilecache import study_cache_dir
+from autotune.trial.trialspec import MeasureSettings, TrialSpec
+from autotune.trial_process import TrialRunner
 from autotune.tuned import artifacts as compileartifacts
 from autotune.tuned.artifacts import Artifacts, CompileArtifactsWarning
 from autotune.tuned.config import TunedConfig
@@ -480,7 +480,7 @@ def test_verify_runs_the_tuned_config_with_its_artifacts(tmp_path: Path) -> None
 
 
 def test_a_trial_given_artifacts_of_another_machine_says_so_in_its_result(tmp_path: Path) -> None:
-    from autotune.trial import artifacts as trialartifacts
+    from autotune.trial import artifacts_io as trialartifacts
 
     data = b"written elsewhere"
     (tmp_path / "tuned.compile-artifacts.bin").write_bytes(data)
@@ -492,7 +492,7 @@ def test_a_trial_given_artifacts_of_another_machine_says_so_in_its_result(tmp_pa
         warnings.simplefilter("error", CompileArtifactsWarning)  # the trial reports it in its result instead
         loaded = trialartifacts.load_before_compile(spec, torch.device("cpu"))
     result = compiled_winner()
-    trialartifacts.record(spec, torch.device("cpu"), result, loaded, time.time())
+    trialartifacts.note_and_save(spec, torch.device("cpu"), result, loaded, time.time())
     assert result.metrics["compile_artifacts_loaded"] == 0.0
     assert result.warnings == [
         "tuned.yaml: compile artifacts written by CPU another CPU (here "

@@ -28,10 +28,9 @@ from optuna.trial import TrialState
 from pythonpath import child_env
 
 from autotune.errors import AutotuneError
+from autotune.measurement import Status, TrialResult
 from autotune.numbers import number as number_text
 from autotune.records import StudyInfo, StudyRecords, TrialKind, schema
-from autotune.reporting.data import gather
-from autotune.results import Status, TrialResult
 from autotune.space import Space, load_space
 from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepOptions
@@ -44,6 +43,7 @@ from autotune.tracking.trial_runs import TrialBatch
 from autotune.views.export import export
 from autotune.views.leaderboard import leaderboard, render
 from autotune.views.progress import Progress, winner_text
+from autotune.views.report.data import gather
 from autotune.views.status import sweep_status
 from autotune.views.verify import _recorded
 

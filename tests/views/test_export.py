@@ -14,8 +14,8 @@ from tuned_files import FINALIST_OPTIONS, here_env
 import autotune
 from autotune import workloads
 from autotune.errors import AutotuneError
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyInfo
-from autotune.results import Status, TrialResult
 from autotune.tuned.file import load
 from autotune.views.export import export
 from autotune.workloads.gpt2 import GPT

@@ -12,8 +12,8 @@ import pytest
 from recorded_studies import THROUGHPUT_AND_MEMORY, add_trial, failed, make_info, make_study, ok_result
 
 from autotune.errors import AutotuneError
+from autotune.measurement import Status
 from autotune.records import StudyInfo, StudyRecords, TrialKind, schema
-from autotune.results import Status
 from autotune.views.leaderboard import leaderboard, render
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

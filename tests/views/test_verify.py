@@ -23,9 +23,9 @@ import pytest
 import yaml
 from pythonpath import child_env
 
-from autotune.runner import TrialRunner
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.trial_process import TrialRunner
 from autotune.views.export import export
 from autotune.views.progress import Progress
 from autotune.views.verify import verify

@@ -10,8 +10,8 @@ from torch.utils.data import DataLoader
 
 from autotune import workloads
 from autotune.errors import AutotuneError
-from autotune.jobspec import TrialSpec
-from autotune.runner import TrialRunner
+from autotune.trial.trialspec import TrialSpec
+from autotune.trial_process import TrialRunner
 from autotune.workloads import gpt2
 from autotune.workloads.hostdata import HostTokens, widen_tokens
 

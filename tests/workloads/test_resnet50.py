@@ -15,10 +15,10 @@ from torch.utils.data import DataLoader
 
 from autotune import workloads
 from autotune.errors import AutotuneError
-from autotune.jobspec import TrialSpec
-from autotune.runner import TrialRunner
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
+from autotune.trial.trialspec import TrialSpec
+from autotune.trial_process import TrialRunner
 from autotune.views.progress import Progress
 from autotune.workloads import resnet50
 from autotune.workloads.hostdata import DeviceAugment, HostImageBatches, HostImages, whole_batch

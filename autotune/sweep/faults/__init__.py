@@ -10,5 +10,5 @@
 
 A new failure class of the storage (what it looks like: :mod:`autotune.storage.faults`) is handled here, in a module
 of its own, and wired in by the loop or the trial turn. A failed trial is no fault of this kind: it is a
-:class:`~autotune.results.TrialResult` with its status, recorded by :mod:`autotune.sweep.recorder`.
+:class:`~autotune.measurement.TrialResult` with its status, recorded by :mod:`autotune.sweep.recorder`.
 """

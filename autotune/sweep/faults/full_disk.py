@@ -24,9 +24,9 @@ from optuna.storages import RDBStorage
 from optuna.trial import Trial, TrialState
 
 from autotune.errors import AutotuneError
+from autotune.measurement import TrialResult
 from autotune.records import TrialKind
 from autotune.records.trial import read_trial
-from autotune.results import TrialResult
 from autotune.storage.faults import FaultKind, StorageFault, StorageFaultError, find_fault, free_space, size_text
 from autotune.sweep.context import SweepContext
 from autotune.sweep.faults.disk_reserve import RESERVE_BYTES, DiskReserve

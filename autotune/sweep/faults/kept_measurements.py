@@ -26,7 +26,7 @@ from typing import Any
 
 from autotune.atomicfile import write_atomically
 from autotune.errors import AutotuneError
-from autotune.results import TrialResult
+from autotune.measurement import TrialResult
 from autotune.storage.sqlitelock import sqlite_path
 from autotune.trial.compilecache import study_cache_dir
 

@@ -7,5 +7,5 @@
 
 A new message between a worker and its orchestrator is a dataclass in ``messages.py``, handled in
 ``orchestrator.py`` and sent from ``worker.py``. This package stands above the loop (a worker runs one) and below
-:mod:`autotune.sweep.run`; the loop never imports it.
+:mod:`autotune.sweep.launch`; the loop never imports it.
 """

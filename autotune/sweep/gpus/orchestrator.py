@@ -14,7 +14,7 @@ the workers start (:func:`~autotune.sweep.setup.prepare_study`); gives worker ``
 each naming its GPU; once every worker has ended its search, starts one more on the first GPU whose
 worker finished well, to run the finishing stages (through the study's finish lease, as any sweep:
 :mod:`autotune.sweep.stages.once_per_study`); and ends with that worker's summary. Each worker checks its GPU
-before each trial (:mod:`autotune.devicecheck`): one that fails is taken out with one line, and the
+before each trial (:mod:`autotune.sweep.workers.device_check`): one that fails is taken out with one line, and the
 others finish the budget. So is a worker that dies without a word (SIGKILL, the OOM killer): the line
 says how it ended, the others fail and retry its running trial (:mod:`autotune.sweep.workers.orphaned_trials`), and
 the summary notes it.

@@ -20,16 +20,16 @@ from multiprocessing.connection import Connection
 
 import optuna
 
-from autotune.devicecheck import DeviceCheck
 from autotune.errors import AutotuneError, first_line
 from autotune.interrupts import STOP_SIGNALS, Interrupted, StopSignals
 from autotune.quiet import quiet_resource_tracker
 from autotune.records import Tally
-from autotune.sweep.executors import trial_executor
 from autotune.sweep.gpus import messages as events
 from autotune.sweep.loop import Sweep
+from autotune.sweep.measurers import trial_executor
 from autotune.sweep.options import SweepSummary
 from autotune.sweep.stages.lineup import finishing_runs_trials
+from autotune.sweep.workers.device_check import DeviceCheck
 from autotune.views.progress import Progress
 
 __all__ = ["ProgressRelay", "main"]

@@ -36,14 +36,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.results import AHEAD_METRIC, AHEAD_WAIT_METRIC, TrialResult
-from autotune.runner import Running
+from autotune.measurement import AHEAD_METRIC, AHEAD_WAIT_METRIC, TrialResult
 from autotune.search.costmodel import graph_key
 from autotune.search.samplerview import OrdinalView
 from autotune.space.configurations import list_configurations
 from autotune.sweep.context import SweepContext
-from autotune.sweep.executors import TrialExecutor
+from autotune.sweep.measurers import TrialExecutor
 from autotune.sweep.options import Executor, Role
+from autotune.trial_process import Running
 from autotune.views.progress import Progress
 
 __all__ = ["CPUS_PER_COMPILE", "MIN_CPUS", "CompileAhead", "Compiled", "compile_ahead_for", "slots", "wanted"]

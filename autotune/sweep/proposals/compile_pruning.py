@@ -15,8 +15,9 @@ bound for the first steps' one-off work, whichever it is. The workload's ``trito
 their configs is a third kind (the probe runs their first configs): only the trial's process knows its kernels,
 so every configuration is handed a bound, and the trial probes where it has one-off work to skip. A compiled (or
 cuDNN-searching) configuration's bound comes from the trials that compiled or searched; an eager one's whose kernels
-autotune, from every probed trial (:func:`compile_gain_bound`). Such a trial also bounds its kernels' gain itself, from
-the share of its probe's steps they took (:meth:`autotune.jobspec.Pruning.one_off_gain`), and the lower bound counts.
+autotune, from every probed trial (:func:`compile_gain_bound`). Such a trial also bounds its kernels' gain itself,
+from the share of its probe's steps they took (:meth:`autotune.trial.pruning.Pruning.one_off_gain`), and the lower
+bound counts.
 
 The gains of every compile mode are pooled: a sweep compiles a few dozen times, and a bound per mode
 would wait for evidence until the sweep is half over. The margin covers what pooling can miss (CUDA
@@ -32,11 +33,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from autotune.jobspec import Pruning
+from autotune.measurement import Status, TrialResult
 from autotune.numbers import number
-from autotune.results import Status, TrialResult
 from autotune.search.costmodel import pays_one_off_work
 from autotune.sweep.context import SweepContext
+from autotune.trial.pruning import Pruning
 
 __all__ = ["GAIN_MARGIN", "MIN_EVIDENCE", "compile_gain_bound", "pruning_for"]
 

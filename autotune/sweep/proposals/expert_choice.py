@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.measurement import Status
 from autotune.records import TrialRecord
 from autotune.records.trial import finite
-from autotune.results import Status
 from autotune.space import Space
 from autotune.space.params import ParamSpec
 

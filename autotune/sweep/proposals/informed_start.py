@@ -33,7 +33,6 @@ from optuna.trial import TrialState
 from autotune.interrupts import StopSignals
 from autotune.records import StudyRecords, TrialRecord, schema
 from autotune.records.trial import is_informed
-from autotune.runner import TrialRunner
 from autotune.space import Space
 from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepOptions
@@ -42,6 +41,7 @@ from autotune.sweep.proposals.kernel_start import autotuned_kernel_params
 from autotune.sweep.workers.leases import LeaseTable, held
 from autotune.trial.compilecache import study_cache_dir
 from autotune.trial.probe import device_facts
+from autotune.trial_process import TrialRunner
 
 __all__ = ["InformedStart", "ProbeFailed", "probe_device", "queue_twin"]
 

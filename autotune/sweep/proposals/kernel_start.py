@@ -26,10 +26,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autotune.jobspec import MeasureSettings, TrialSpec
-from autotune.runner import TrialRunner
 from autotune.space import Space
 from autotune.space.settings import KernelSpec
+from autotune.trial.trialspec import MeasureSettings, TrialSpec
+from autotune.trial_process import TrialRunner
 
 __all__ = ["KERNEL_RUN", "KERNEL_RUN_TIMEOUT_S", "autotuned_kernel_params", "eager_params"]
 

@@ -18,8 +18,8 @@ from typing import Any
 import optuna
 from optuna.trial import Trial, TrialState
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, TrialKind, TrialRecord, schema
-from autotune.results import Status, TrialResult
 from autotune.space import Space
 from autotune.storage.rdb import quiet_optuna
 from autotune.sweep.proposals.coverage import Coverage

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.errors import AutotuneError
-from autotune.profiling import ProfileFailed, pick_trials, profile_study
 from autotune.records import schema
 from autotune.sweep.context import SweepContext
+from autotune.views.profile_study import ProfileFailed, pick_trials, profile_study
 
 __all__ = ["Profile", "profile_folder"]
 

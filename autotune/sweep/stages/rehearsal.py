@@ -35,7 +35,7 @@ from autotune.errors import AutotuneError
 from autotune.records import Rehearsal, TrialRecord, schema
 from autotune.records.trial import finite
 from autotune.sweep.context import SweepContext
-from autotune.sweep.executors import TrialExecutor
+from autotune.sweep.measurers import TrialExecutor
 from autotune.tuned import artifacts as compileartifacts
 from autotune.tuned.file import load
 from autotune.views.export import export

@@ -24,10 +24,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from autotune.measurement import TrialResult
 from autotune.numbers import duration
 from autotune.records import Remeasurement, TrialRecord, schema
 from autotune.records.trial import finite
-from autotune.results import TrialResult
 from autotune.sweep.context import SweepContext
 from autotune.sweep.stages.time_limit import TimeLimit, remeasure_run_s
 

@@ -19,7 +19,7 @@ from autotune.storage.studies import redact_url
 from autotune.sweep.context import SweepContext
 
 if TYPE_CHECKING:
-    from autotune.reporting import StudyReport
+    from autotune.views.report import StudyReport
 
 __all__ = ["Report", "report_path"]
 
@@ -55,7 +55,7 @@ class Report:
 
     def _write(self, ctx: SweepContext) -> StudyReport | None:
         # deferred: it imports matplotlib and plotly (~0.5 s); only this last stage draws, and only once
-        from autotune.reporting import write_report
+        from autotune.views.report import write_report
 
         path = report_path(ctx.study.study_name, ctx.options.storage)
         try:

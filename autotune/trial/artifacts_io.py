@@ -18,11 +18,11 @@ from typing import Any
 import torch
 
 from autotune.errors import first_line
-from autotune.jobspec import TrialSpec
-from autotune.results import TrialResult
+from autotune.measurement import TrialResult
+from autotune.trial.trialspec import TrialSpec
 from autotune.tuned import artifacts as compileartifacts
 
-__all__ = ["load_before_compile", "record", "shipped_spec_field"]
+__all__ = ["load_before_compile", "note_and_save", "shipped_spec_field"]
 
 
 def shipped_spec_field(artifacts: compileartifacts.Artifacts, folder: Path, recorded_in: str) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def load_before_compile(spec: TrialSpec, device: torch.device) -> compileartifac
     return compileartifacts.load_shipped(artifacts, shipped["folder"], device, recorded_in=where, warn=False)
 
 
-def record(
+def note_and_save(
     spec: TrialSpec, device: torch.device, result: TrialResult, loaded: compileartifacts.Loaded | None, since: float
 ) -> None:
     """Note on ``result`` whether shipped artifacts were loaded; save this trial's own into the study's folder

@@ -1,18 +1,20 @@
-"""Executors: how a measured trial runs. Real trials in isolated processes, or answers from recorded measurements."""
+"""How a sweep's trial is measured: by a real trial in its own process (:mod:`autotune.trial_process`), or answered
+from recorded measurements. Each is an ``Executor`` (:mod:`autotune.sweep.options`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from autotune import runner as trialrunner
-from autotune.jobspec import Pruning, TrialSpec
-from autotune.results import TrialResult
+from autotune import trial_process as trialrunner
+from autotune.measurement import TrialResult
 from autotune.search.replay import ReplayRecords
 from autotune.search.replaytimes import TimedReplay
 from autotune.space import Space
 from autotune.sweep.options import Executor, SweepOptions, study_name
 from autotune.trial.compilecache import study_cache_dir
+from autotune.trial.pruning import Pruning
+from autotune.trial.trialspec import TrialSpec
 
 __all__ = ["TrialExecutor", "replay_executor", "trial_executor"]
 

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import plotly.offline
 
 from autotune.numbers import minutes, number
-from autotune.reporting.data import ReportData
+from autotune.views.report.data import ReportData
 
 __all__ = ["page"]
 

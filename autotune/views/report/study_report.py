@@ -13,12 +13,12 @@ import plotly.graph_objects as go
 
 from autotune.atomicfile import write_atomically
 from autotune.records import StudyInfo, StudyRecords
-from autotune.reporting import figures
-from autotune.reporting.data import ReportData, gather
-from autotune.reporting.html import page
-from autotune.reporting.importance import knob_importances, varying_knobs
-from autotune.reporting.png import write_pngs
 from autotune.storage.studies import DEFAULT_STORAGE
+from autotune.views.report import figures
+from autotune.views.report.data import ReportData, gather
+from autotune.views.report.html import page
+from autotune.views.report.importance import knob_importances, varying_knobs
+from autotune.views.report.png import write_pngs
 
 if TYPE_CHECKING:
     from autotune.tracking import SweepTracker

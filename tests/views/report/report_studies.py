@@ -15,8 +15,8 @@ import optuna
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyInfo, TrialKind, schema
-from autotune.results import Status, TrialResult
 from autotune.space.settings import Direction
 
 BATCHES = [16, 32, 64, 128, 256]

@@ -21,10 +21,10 @@ from report_studies import (
     synthetic_study,
 )
 
+from autotune.measurement import Status
 from autotune.records import TrialKind
-from autotune.reporting import gather, write_report
-from autotune.reporting.importance import knob_importances
-from autotune.results import Status
+from autotune.views.report import gather, write_report
+from autotune.views.report.importance import knob_importances
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

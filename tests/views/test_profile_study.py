@@ -13,8 +13,8 @@ import pytest
 from recorded_studies import add_trial, failed, make_info, make_study, ok_result
 
 from autotune.errors import AutotuneError
-from autotune.profiling.study import pick_trials, space_of
-from autotune.results import Status
+from autotune.measurement import Status
+from autotune.views.profile_study import pick_trials, space_of
 
 REPO = Path(__file__).resolve().parents[2]
 

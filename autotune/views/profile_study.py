@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError
-from autotune.jobspec import TrialSpec
 from autotune.profiling.table import ProfiledTrial, markdown, render, speedup
 from autotune.records import StudyInfo
-from autotune.runner import TrialRunner
+from autotune.trial.trialspec import TrialSpec
+from autotune.trial_process import TrialRunner
 from autotune.views.leaderboard import LeaderboardRow, leaderboard
 
 if TYPE_CHECKING:

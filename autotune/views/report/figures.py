@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from autotune.numbers import minutes
-from autotune.reporting.data import ReportData, TrialPoint
+from autotune.views.report.data import ReportData, TrialPoint
 
 __all__ = [
     "best_so_far",

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch.profiler import record_function
 
-from autotune.trial.kernel_categories import CATEGORIES
-from autotune.trial.profiler import capture
+from autotune.profiling.capture import capture
+from autotune.profiling.kernel_categories import CATEGORIES
 from autotune.workloads import Workload, build
 
 # A slow loader: far longer than the tiny model's step (about 15 ms here; 62 ms once on a loaded 2-core machine,

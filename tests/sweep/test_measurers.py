@@ -59,7 +59,7 @@ import os, sys, time
 from pathlib import Path
 from autotune.space import load_space
 from autotune.sweep import SweepOptions
-from autotune.sweep.executors import trial_executor
+from autotune.sweep.measurers import trial_executor
 
 def servers():
     me = str(os.getpid())

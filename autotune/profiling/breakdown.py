@@ -21,7 +21,7 @@ from typing import Any
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import FunctionEvent
 
-from autotune.trial.kernel_categories import CATEGORIES, DATA_WAIT, GPU_IDLE, KERNEL_CATEGORIES, OTHER, classify
+from autotune.profiling.kernel_categories import CATEGORIES, DATA_WAIT, GPU_IDLE, KERNEL_CATEGORIES, OTHER, classify
 
 __all__ = ["DATA_WAIT_RANGE", "STEP_RANGE", "TOP_KERNELS", "busy_time", "summarize_events"]
 

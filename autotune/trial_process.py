@@ -1,4 +1,5 @@
-"""Run one trial job in an isolated process, with a hard timeout, and classify how it ended.
+"""A trial's own process, from the parent's side: start the trial job in it, with a hard timeout, and classify how
+it ended.
 
 Each trial is a fresh process forked from a *forkserver* that has already imported torch and
 the trial job (but never touched CUDA). That costs about half a second per trial instead of the
@@ -22,15 +23,15 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from autotune.host import name_process
-from autotune.jobspec import TrialSpec
-from autotune.results import Status, TrialResult
+from autotune.measurement import Status, TrialResult
+from autotune.trial.trialspec import TrialSpec
 
 __all__ = ["AHEAD_PROCESS", "TRIAL_PROCESS", "ChildOutcome", "Running", "TrialRunner"]
 
 # Modules the forkserver imports once, so each trial process starts with them loaded. torch._dynamo
 # is imported by every optimizer's constructor (1.6-1.8 s). None of these may initialise CUDA: a forked trial could
 # not use it. That is checked on a GPU by `scripts/trial_setup.py --imports` and
-# tests/test_runner.py::test_trial_processes_use_cuda.
+# tests/test_trial_process.py::test_trial_processes_use_cuda.
 PRELOAD = [
     "autotune.trial.job",
     "autotune.workloads.resnet50",

@@ -18,13 +18,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 from pythonpath import child_env
 
-from autotune.profiling import DEFAULT_STEPS, profile_study, space_of
 from autotune.profiling.table import WIDTH
 from autotune.records import load_study_info
 from autotune.space import load_space
 from autotune.sweep import SweepOptions, run_sweep
 from autotune.tracking import SweepTracker
 from autotune.views.leaderboard import leaderboard
+from autotune.views.profile_study import DEFAULT_STEPS, profile_study, space_of
 from autotune.views.progress import Progress
 
 TESTS = Path(__file__).resolve().parents[1]

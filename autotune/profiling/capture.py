@@ -1,6 +1,6 @@
 """Run a few training steps under torch.profiler and summarise where their time went.
 
-The trial job calls :func:`capture` after its timed window, so compilation, cuDNN autotuning and
+The trial job calls :func:`capture_into` after its timed window, so compilation, cuDNN autotuning and
 allocator growth are over and the profile shows the steady step that was measured.
 """
 
@@ -14,9 +14,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from autotune.atomicfile import replaced_atomically
-from autotune.trial.profile_breakdown import STEP_RANGE, summarize_events
+from autotune.errors import first_line
+from autotune.measurement import TrialResult
+from autotune.profiling.breakdown import STEP_RANGE, summarize_events
 
-__all__ = ["capture"]
+__all__ = ["capture", "capture_into"]
 
 
 def capture(
@@ -51,6 +53,22 @@ def capture(
             prof.export_chrome_trace(str(temporary))
     summary["trace"] = None if trace_path is None else str(trace_path)
     return summary
+
+
+def capture_into(
+    result: TrialResult, step: Callable[[int], object], steps: int, device: torch.device, folder: str | None
+) -> None:
+    """Profile ``steps`` more whole steps (data wait included) into ``result.extra["profile"]``, the Chrome trace in
+    ``<folder>/trace.json`` when ``folder`` is given.
+
+    The measurement is already made: a profile that cannot be captured is a warning on the result,
+    not a failed trial.
+    """
+    trace_path = str(Path(folder) / "trace.json") if folder else None
+    try:
+        result.extra["profile"] = capture(step, steps, device, trace_path)
+    except Exception as exc:
+        result.warnings.append(f"profile not captured: {type(exc).__name__}: {first_line(exc)}")
 
 
 def _synchronize(device: torch.device) -> None:

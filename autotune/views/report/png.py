@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 
 from autotune.atomicfile import replaced_atomically
 from autotune.numbers import minutes
-from autotune.reporting.data import ReportData
-from autotune.reporting.figures import MAX_SLICES, best_so_far, knob_axis
+from autotune.views.report.data import ReportData
+from autotune.views.report.figures import MAX_SLICES, best_so_far, knob_axis
 
 __all__ = ["write_pngs"]
 

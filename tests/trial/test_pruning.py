@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.jobspec import PROBE_SPREAD, Pruning
+from autotune.trial.pruning import PROBE_SPREAD, Pruning
 
 
 def test_the_lower_of_the_studys_gain_and_the_kernels_share_bounds_an_autotuning_trial() -> None:

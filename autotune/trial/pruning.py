@@ -1,52 +1,37 @@
-"""What a trial job is asked to run. Plain data, no torch import, so a parent stays light."""
+"""When a sweep stops a trial early: the pruning line a trial must reach, and what its one-off work can add.
+
+The trial's timing loop consults these rules (the eager probe before the one-off work, the warm-up after it), and a
+timed replay decides by the same ones (:mod:`autotune.search.replaytimes`). Plain data, no torch import.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from autotune.numbers import number, quantity
 
-__all__ = ["KERNELS_AUTOTUNING", "PROBE_SPREAD", "MeasureSettings", "Pruning", "TrialSpec", "Unreachable"]
+__all__ = [
+    "EAGER_ONE_OFF_MS",
+    "HOPELESS_MARGIN",
+    "KERNELS_AUTOTUNING",
+    "PROBE_SPREAD",
+    "Pruning",
+    "Unreachable",
+    "warmup_judge",
+]
 
-
-@dataclass(frozen=True)
-class MeasureSettings:
-    """How long to warm up and time. Defaults suit full-size models on a GPU.
-
-    Warm-up ends once the last ``settle_window`` steps lie within ``settle_tolerance`` of their
-    median (compilation, cuDNN autotuning and allocator growth are over), or at the caps. Timing
-    then runs at least ``min_steps`` steps and at least ``min_time_s`` seconds. Left as None, the
-    settings follow the device: GPU steps are steady to a few tenths of a percent once warm, CPU
-    steps of a tiny model jitter by 10% or more with the rest of the machine.
-    """
-
-    min_warmup_steps: int = 3
-    max_warmup_steps: int | None = None
-    max_warmup_s: float = 120.0
-    settle_window: int = 5
-    settle_tolerance: float | None = None
-    min_steps: int | None = None
-    max_steps: int = 300
-    min_time_s: float | None = None
-    batches: int = 3  # distinct input batches, rotated so no cache sees the same data twice in a row
-
-    def for_device(self, device_type: str) -> MeasureSettings:
-        """These settings with the device's defaults filled in."""
-        gpu = device_type == "cuda"
-
-        def pick(value: Any, on_gpu: Any, on_cpu: Any) -> Any:
-            return value if value is not None else (on_gpu if gpu else on_cpu)
-
-        return replace(
-            self,
-            min_steps=pick(self.min_steps, 30, 10),
-            min_time_s=pick(self.min_time_s, 3.0, 1.0),
-            max_warmup_steps=pick(self.max_warmup_steps, 60, 20),
-            settle_tolerance=pick(self.settle_tolerance, 0.05, 0.15),
-        )
-
-
+# The most one-off work an eager step after the first may still hold, with room: in the 87 eager trials recorded on
+# H100s and H200s (scripts/data), 82 did none after their first step and 5 did 0.07-0.10 s (ResNet-50 at batch 64,
+# GPT-2 at batch 16). So one eager step after the first, less this, already bounds the steady step from below: a
+# long hopeless step (2.3 s in fp32 GPT-2) is judged on it, a short one waits for more.
+EAGER_ONE_OFF_MS = 250.0
+# How far under the pruning line a warm-up must be to stop before its steps settle: even this many times its fastest
+# step after the first (compile, autotuning) would stay under it. Eager steps settle within a few percent after
+# the first; a slow configuration's settling steps are its most expensive part (GPT-2 in fp32 at batch 128: 2.3 s
+# a step, a 16.6 s pruned trial on an H100).
+HOPELESS_MARGIN = 2.0
+HOPELESS_AFTER = 2  # steps after the first before the warm-up may be judged hopeless
 # The one-off work of an eager configuration whose Triton kernels autotune, in a pruned trial's reason (the trial job's
 # words, which a replay repeats).
 KERNELS_AUTOTUNING = "the kernels' autotuning"
@@ -127,6 +112,13 @@ class Pruning:
         reachable = eager_throughput * gain
         return Unreachable(gain, why, reachable, self.below, self.basis) if reachable < self.below else None
 
+    def before_work(self, work: str, eager_throughput: float, autotuning_share: float | None) -> Unreachable | None:
+        """:meth:`unreachable` for a configuration whose first steps would pay ``work`` (in words): the share of its
+        probe's steps that its autotuning kernels took (``autotuning_share``) bounds only the kernels' autotuning
+        (``work`` is :data:`KERNELS_AUTOTUNING`), never a compile's or cuDNN's search's gain. The trial's eager probe
+        and a timed replay both decide by it."""
+        return self.unreachable(eager_throughput, autotuning_share if work == KERNELS_AUTOTUNING else None)
+
     def after_warmup(self, throughput: float, unit: str = "") -> str | None:
         """Why a trial whose settled warm-up ran at ``throughput`` (``unit`` for the reason) stops there: it is under
         the line; None where it goes on to be timed. The trial job and a timed replay both decide by it."""
@@ -136,39 +128,35 @@ class Pruning:
         return f"warm-up throughput {shown} is below {number(self.below)}{_basis(self.basis)}"
 
 
-@dataclass(frozen=True)
-class TrialSpec:
-    """One trial: a workload, its knobs and workload params, the device and how to measure.
+def warmup_judge(
+    pruning: Pruning | None, items: int, *, eager: bool, cudagraphs: bool, behind_loader: bool
+) -> Callable[[list[float]], bool] | None:
+    """Whether the warm-up's steps so far (ms each) already put a configuration of ``items`` a step out of the
+    pruning line's reach; ``eager``: nothing compiled.
 
-    ``memory_cap_gib`` caps the trial's memory for real (CUDA: the allocator's per-process
-    fraction; CPU: the address-space limit above what the process already maps), so an
-    over-large configuration fails as ``oom`` exactly as it would on a smaller device.
-    ``pruning`` lets a sweep stop a trial that cannot win: after warm-up, or before compiling (:class:`Pruning`).
-    ``kernels`` names the space's listed Triton kernels: each is pinned to the config its params
-    choose before the workload is built. ``profile_steps > 0`` has the trial, after its timed window,
-    run that many more steps under the profiler (:func:`autotune.trial.profiler`) and put what
-    it returns in ``result.extra["profile"]``, with the Chrome trace in ``<profile_dir>/trace.json``
-    when ``profile_dir`` is given. ``compile_cache_dir`` is where the trial keeps Inductor's and
-    Triton's compile caches (:mod:`autotune.trial.compilecache`: every trial of a study given the study's
-    folder, a repeat compiles from the cache); None leaves their defaults. A trial given one saves what it
-    compiled there (:mod:`autotune.trial.artifacts`). ``compile_artifacts`` are a tuned config's shipped compile
-    artifacts, loaded before anything compiles as production's ``apply()`` loads them (``autotune verify``).
+    None where the sweep does not prune; ``behind_loader``, whose first steps wait for its workers to start; and
+    where the step runs in CUDA graphs (``cudagraphs``): their first calls run eager to warm up, then record (cuDNN's
+    search too), over more steps than the first. On an H100 a ResNet-50 ``reduce-overhead`` trial's two steps after
+    the first ran at 1,289-1,558 images/s, a fifth to a quarter of its default-mode twin's 5,890, and it was pruned on
+    them; in the recorded H100 trials, CUDA-graph steps did up to 16 steady steps' worth of one-off work after their
+    first step, other modes under 4. An eager step may be judged one step after the first, less
+    :data:`EAGER_ONE_OFF_MS`.
     """
+    below = pruning.below if pruning else None
+    if below is None or behind_loader or cudagraphs:
+        return None
 
-    workload: str
-    params: dict[str, Any] = field(default_factory=dict)
-    preset: str = "full"
-    device: str = "auto"
-    workload_args: dict[str, Any] = field(default_factory=dict)
-    measure: MeasureSettings = field(default_factory=MeasureSettings)
-    memory_cap_gib: float | None = None
-    seed: int = 0
-    pruning: Pruning | None = None  # a sweep's early stop (None: the trial runs to its timed window)
-    kernels: tuple[str, ...] = ()  # import paths of listed Triton kernels; their configs are in params
-    profile_steps: int = 0  # steps profiled after the timed window (0: none)
-    profile_dir: str | None = None  # where the profiled steps' Chrome trace goes (None: no trace file)
-    compile_cache_dir: str | None = None  # the study's compile caches (None: Inductor's and Triton's defaults)
-    compile_artifacts: dict[str, Any] | None = None  # shipped ones to load first (trialartifacts.shipped_spec_field)
+    def hopeless(times: list[float]) -> bool:
+        after_first = times[1:]
+        if len(after_first) >= HOPELESS_AFTER:
+            fastest_ms = min(after_first)
+        elif eager and after_first:
+            fastest_ms = after_first[0] - EAGER_ONE_OFF_MS
+        else:
+            return False
+        return fastest_ms > 0 and items / (fastest_ms / 1e3) * HOPELESS_MARGIN < below
+
+    return hopeless
 
 
 def _basis(basis: str | None) -> str:

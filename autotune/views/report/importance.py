@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
-from autotune.reporting.data import ReportData, TrialPoint
+from autotune.views.report.data import ReportData, TrialPoint
 
 __all__ = ["knob_importances", "varying_knobs"]
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 from pythonpath import child_env
 
-from autotune.jobspec import MeasureSettings, TrialSpec
-from autotune.results import Status
-from autotune.runner import TrialRunner
+from autotune.measurement import Status
+from autotune.trial.trialspec import MeasureSettings, TrialSpec
+from autotune.trial_process import TrialRunner
 
 FAST = MeasureSettings(min_warmup_steps=2, min_steps=5, min_time_s=0.05, max_warmup_s=5)
 
@@ -116,8 +116,8 @@ def test_trial_processes_are_fresh(runner: TrialRunner) -> None:
 
 KILLED_PARENT = """
 import sys
-from autotune.jobspec import TrialSpec
-from autotune.runner import TrialRunner
+from autotune.trial.trialspec import TrialSpec
+from autotune.trial_process import TrialRunner
 
 if __name__ == "__main__":
     spec = TrialSpec("trial_workloads:spawner", {"pidfile": sys.argv[1]}, "tiny", "cpu")
@@ -220,7 +220,7 @@ def test_workload_params_given_as_text_take_their_defaults_type() -> None:
 _WARMED = """
 import json, os, sys, time
 from multiprocessing import forkserver
-from autotune.runner import TrialRunner
+from autotune.trial_process import TrialRunner
 
 began = time.perf_counter()
 TrialRunner().warm()
@@ -260,7 +260,7 @@ def _server_state() -> dict[str, object]:
 
 _SERVER_STATE = """
 import json, sys
-from autotune.runner import TrialRunner
+from autotune.trial_process import TrialRunner
 from test_runner import _server_state
 
 outcome = TrialRunner(compiles=sys.argv[1] == "compiles").call(_server_state, (), 120)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.trial.kernel_categories import CATEGORIES, KERNEL_CATEGORIES, classify
+from autotune.profiling.kernel_categories import CATEGORIES, KERNEL_CATEGORIES, classify
 
 NAMES = {
     "matmul_conv": [  # cuBLAS, CUTLASS, cuDNN convolutions, Inductor's templates, Triton, PyTorch's CPU ops

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from autotune.trial.profile_breakdown import DATA_WAIT_RANGE, STEP_RANGE, busy_time, summarize_events
+from autotune.profiling.breakdown import DATA_WAIT_RANGE, STEP_RANGE, busy_time, summarize_events
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from report_studies import make_info, synthetic_study
 from tmpfs import mounted_tmpfs
 
 from autotune.errors import AutotuneError
-from autotune.reporting import figures_folder, write_report
-from autotune.reporting.data import gather
-from autotune.reporting.png import write_pngs
+from autotune.views.report import figures_folder, write_report
+from autotune.views.report.data import gather
+from autotune.views.report.png import write_pngs
 
 OLD_PAGE = "<html>the report of yesterday</html>\n"
 

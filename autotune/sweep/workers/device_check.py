@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import first_line
-from autotune.runner import TrialRunner
+from autotune.trial_process import TrialRunner
 
 __all__ = ["CHECK_TIMEOUT_S", "MIN_FREE_FRACTION", "DeviceCheck", "DeviceLock", "lock_folder", "probe"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import optuna
 
 from autotune.space import Space
-from autotune.sweep.executors import replay_executor, trial_executor
 from autotune.sweep.gpus.orchestrator import run_on_gpus
 from autotune.sweep.loop import Sweep
+from autotune.sweep.measurers import replay_executor, trial_executor
 from autotune.sweep.options import SweepOptions, SweepSummary
 from autotune.views.progress import Progress
 

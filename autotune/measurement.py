@@ -1,4 +1,5 @@
-"""TrialResult: what one trial job returns, whatever happened to it."""
+"""What one trial measured: :class:`TrialResult` (whatever happened to it: its status, reason, metrics, env) and the
+metric names several stages share. The trial job returns it; the study records it (:mod:`autotune.records`)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ class TrialResult:
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Things a person should know about an ok trial (its compile artifacts not saved, ...).
     warnings: list[str] = field(default_factory=list)
-    # JSON-able extras a caller asked for (``profile``: what autotune.trial.profiler returned).
+    # JSON-able extras a caller asked for (``profile``: what autotune.profiling.capture returned).
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
