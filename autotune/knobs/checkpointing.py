@@ -84,6 +84,8 @@ SAVED_OPS: tuple[Any, ...] = tuple(
     )
     if hasattr(_aten, name)
 )
+# The keywords a Hugging Face transformers layer takes its KV cache by.
+_CACHE_KEYWORDS = ("past_key_values", "past_key_value", "layer_past", "cache")
 # Marks a forward wrapped here: applying the knobs again to the same model wraps the original, not the wrapper.
 _ORIGINAL = "_autotune_unwrapped_forward"
 
@@ -127,9 +129,21 @@ def _checkpointed(forward: Callable[..., Any], context_fn: Callable[[], Any] | N
 
     @functools.wraps(forward)
     def checkpointed_forward(*args: Any, **kwargs: Any) -> Any:
-        return checkpoint(forward, *args, **options, **kwargs)
+        if not torch.is_grad_enabled():  # no backward to run the forward again for (evaluation, generation)
+            return forward(*args, **kwargs)
+        return checkpoint(forward, *args, **options, **_without_cache(kwargs))
 
     return checkpointed_forward
+
+
+def _without_cache(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The block's keyword arguments without a KV cache: the backward runs the block's forward again, which would
+    write the cache a second time (and selective checkpointing would refuse the different ops). Training needs no
+    cache; transformers' own gradient checkpointing drops it the same way, under these names."""
+    dropped = {name: None for name in _CACHE_KEYWORDS if kwargs.get(name) is not None}
+    if kwargs.get("use_cache"):
+        dropped["use_cache"] = False
+    return {**kwargs, **dropped} if dropped else kwargs
 
 
 @contextlib.contextmanager

@@ -47,8 +47,8 @@ def classify(exc: BaseException) -> tuple[Status, str]:
         return Status.INVALID, message
     if isinstance(exc, NumericsError):
         return Status.NUMERICS, message
-    if any(_cannot_run(e) for e in chain):
-        cause = next(e for e in chain if _cannot_run(e))
+    if cannot_run := [e for e in chain if _cannot_run(e)]:
+        cause = cannot_run[-1]  # the innermost: the compiler's wrapper says only that tracing failed
         return Status.INVALID, f"{type(cause).__name__}: {first_line(cause)}"
     if any(type(e).__module__.startswith(_COMPILE_MODULES) for e in chain):
         return Status.COMPILE_ERROR, reason
