@@ -265,9 +265,9 @@ class AttentionStack(torch.nn.Module):
         return self.head(x.mean(dim=1))
 
 
-def attention_batch(batch_size: int, device: torch.device, length: int = 16, width: int = 32) -> tuple[torch.Tensor, ...]:
-    """Random sequences and their classes."""
-    return torch.randn(batch_size, length, width, device=device), torch.randint(0, 10, (batch_size,), device=device)
+def attention_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random sequences of 16 vectors 32 wide, and their classes."""
+    return torch.randn(batch_size, 16, 32, device=device), torch.randint(0, 10, (batch_size,), device=device)
 
 
 def tiny_attention(preset: str = "tiny") -> Workload:

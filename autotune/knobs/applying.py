@@ -33,9 +33,10 @@ def apply(
     to train. The attention kernel and the activation memory budget are the step context's, entered every step.
 
     Activation checkpointing wraps the forward of each repeated block in place, before the compile traces it; a
-    model without repeated blocks raises :class:`~autotune.errors.AutotuneError`. With ``compile_scope=blocks`` the model returned is ``model`` itself (its class, its ``state_dict`` keys), its
-    repeated blocks compiled in place; the step context's ``blocks`` says which. Raises
-    :class:`~autotune.errors.InvalidCombination` for settings that cannot run together.
+    model without repeated blocks raises :class:`~autotune.errors.AutotuneError`. With ``compile_scope=blocks``
+    the model returned is ``model`` itself (its class, its ``state_dict`` keys), its repeated blocks compiled in
+    place; the step context's ``blocks`` says which. Raises :class:`~autotune.errors.InvalidCombination` for
+    settings that cannot run together.
     """
     knobs.check_combination(device_type)
     assembler.pin()  # before anything compiles: the trial's and production's Triton keys then agree

@@ -73,7 +73,7 @@ _aten = torch.ops.aten
 # What selective checkpointing keeps (torchtitan's list): matmul and attention outputs, dear to compute again and
 # small next to the element-wise intermediates around them. An op a torch build lacks is left out.
 SAVED_OPS: tuple[Any, ...] = tuple(
-    getattr(getattr(_aten, name), "default")
+    getattr(_aten, name).default
     for name in (
         "mm",
         "addmm",
