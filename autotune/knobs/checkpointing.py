@@ -109,10 +109,10 @@ def checkpoint_blocks(model: torch.nn.Module, mode: str) -> regional.Blocks | No
         raise AutotuneError(f"activation_checkpointing={mode} needs repeated blocks: {blocks.reason}")
     context_fn = _selective_contexts if mode == "selective" else None
     for block in blocks.modules:
-        original = block.__dict__.get(_ORIGINAL, block.forward)
+        original = getattr(block.forward, _ORIGINAL, block.forward)
         wrapped = _checkpointed(original, context_fn)
         setattr(wrapped, _ORIGINAL, original)
-        block.forward = wrapped  # type: ignore[method-assign]  # the instance's own: its class stays the same
+        block.forward = wrapped  # the instance's own: its class stays the same
     return blocks
 
 
@@ -140,7 +140,7 @@ def _without_cache(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The block's keyword arguments without a KV cache: the backward runs the block's forward again, which would
     write the cache a second time (and selective checkpointing would refuse the different ops). Training needs no
     cache; transformers' own gradient checkpointing drops it the same way, under these names."""
-    dropped = {name: None for name in _CACHE_KEYWORDS if kwargs.get(name) is not None}
+    dropped: dict[str, Any] = {name: None for name in _CACHE_KEYWORDS if kwargs.get(name) is not None}
     if kwargs.get("use_cache"):
         dropped["use_cache"] = False
     return {**kwargs, **dropped} if dropped else kwargs

@@ -60,9 +60,8 @@ def _kept_for_backward(model: torch.nn.Module, knobs: Knobs) -> int:
 
 def _gradients(knobs: Knobs) -> list[torch.Tensor]:
     torch.manual_seed(0)
-    model = AttentionStack()
     inputs, targets = attention_batch(8, torch.device("cpu"))
-    model, ctx = apply(model, None, knobs, "cpu")
+    model, ctx = apply(AttentionStack(), None, knobs, "cpu")
     with ctx.autocast():
         loss = F.cross_entropy(model(inputs), targets)
     ctx.backward(loss)
@@ -128,7 +127,9 @@ def test_a_transformers_model_is_checkpointed_over_its_decoder_layers() -> None:
     blocks = checkpoint_blocks(model, "full")  # what apply() wrapped, wrapped again: the original forward, once
     assert blocks is not None
     assert blocks.describe() == "3 x LlamaDecoderLayer (model.layers.0 .. model.layers.2, named)"
-    assert list(model.state_dict()) == keys and type(model.model.layers[0]).__name__ == "LlamaDecoderLayer"
+    layer = model.model.layers[0]
+    assert layer.forward.__wrapped__.__func__ is type(layer).forward  # not the wrapper apply() left
+    assert list(model.state_dict()) == keys and type(layer).__name__ == "LlamaDecoderLayer"
     assert checkpointed_loss == pytest.approx(loss, rel=1e-5)
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(grads, checkpointed_grads, strict=True))
 
