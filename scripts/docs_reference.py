@@ -467,10 +467,14 @@ def _param_keys() -> str:
 
 
 def _knob_values(spec: Any) -> str:
+    from autotune.knobs.spec import bounds_text
+
     if spec.name == "inductor":
         return "Inductor options: set by `finalists.inductor`, never searched"
     if spec.choices is not None:
         return _codes(spec.choices)
+    if spec.kind is float:
+        return f"number {bounds_text(spec)}; a list, `{{choices}}` or a range"
     text = f"{spec.kind.__name__} >= {spec.minimum}" if spec.minimum is not None else spec.kind.__name__
     return text + (", or `none`" if spec.nullable else "") + "; a list, `{choices}` or an int range"
 
@@ -479,7 +483,7 @@ def _knobs() -> str:
     from autotune.knobs import DATA_KNOBS, KNOB_SPECS, Knobs
 
     defaults = Knobs().to_params()
-    kinds = {bool: "bool", int: "int", str: "text"}
+    kinds = {bool: "bool", int: "int", float: "number", str: "text"}
     rows = []
     for name, spec in KNOB_SPECS.items():
         default = defaults[name]

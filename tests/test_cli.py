@@ -131,4 +131,6 @@ def test_a_view_given_no_study_reads_the_storage_only_one(tmp_path: Path) -> Non
     assert status.stdout.startswith("study gpt2-replay (gpt2): 2 of 2 measured"), status.stdout
     again = autotune("sweep", "search_spaces/gpt2.yaml", *replayed, "--storage", storage, "--study", "again")
     assert again.returncode == 0, again.stderr
-    assert_one_line_error(autotune("leaderboard", "--storage", storage), "name one with --study", "(again, gpt2-replay)")
+    assert_one_line_error(
+        autotune("leaderboard", "--storage", storage), "name one with --study", "(again, gpt2-replay)"
+    )

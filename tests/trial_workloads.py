@@ -230,3 +230,46 @@ def named_blocks(preset: str = "tiny") -> Workload:
     """A model that names its repeated blocks (``compile_scope=blocks`` compiles those three)."""
     _, make_batch = _mlp_parts()
     return Workload(NamedStack(32), make_batch, F.cross_entropy, default_batch_size=16)
+
+
+class AttentionBlock(torch.nn.Module):
+    """A pre-norm transformer block: causal ``F.scaled_dot_product_attention``, then a GELU MLP, each residual."""
+
+    def __init__(self, width: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+        self.qkv, self.proj = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+        self.up, self.down = torch.nn.Linear(width, 4 * width), torch.nn.Linear(4 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(batch, length, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attended.transpose(1, 2).reshape(batch, length, width))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class AttentionStack(torch.nn.Module):
+    """``layers`` identical attention blocks (found, not named) over sequences of ``width``-wide vectors; a class per
+    sequence from its mean."""
+
+    def __init__(self, layers: int = 3, width: int = 32) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(AttentionBlock(width) for _ in range(layers))
+        self.head = torch.nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x.mean(dim=1))
+
+
+def attention_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random sequences of 16 vectors 32 wide, and their classes."""
+    return torch.randn(batch_size, 16, 32, device=device), torch.randint(0, 10, (batch_size,), device=device)
+
+
+def tiny_attention(preset: str = "tiny") -> Workload:
+    """A three-block transformer on random sequences: the attention and checkpointing knobs' trials."""
+    return Workload(AttentionStack(), attention_batch, F.cross_entropy, default_batch_size=8)

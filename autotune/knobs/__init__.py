@@ -3,11 +3,13 @@
 - ``spec``: :class:`KnobSpec`, what a knob is, and how a value given for one is read;
 - the families, each its knobs' specs and what they do: ``batch``, ``precision``, ``memory_format``, ``compile``
   (with ``regional``: regional compilation, ``inductor``: the Inductor options, ``assembler``: the ``ptxas`` in
-  Triton's keys), ``backends`` (cuDNN and matmul flags, TF32), ``optimizer``, ``data_path`` (applied by
-  :mod:`autotune.data`);
+  Triton's keys), ``checkpointing`` (activation checkpointing over the repeated blocks, the compiler's activation
+  memory budget), ``attention`` (the SDPA kernel), ``backends`` (cuDNN and matmul flags, TF32), ``optimizer``,
+  ``data_path`` (applied by :mod:`autotune.data`);
 - ``registry``: :data:`KNOB_SPECS`, every knob's spec in one table, and :class:`Knobs`, a full setting;
 - ``applying``: :func:`apply`, which the trial job and production ``cfg.apply()`` both call;
-- ``stepcontext``: :class:`StepContext`, what each training step then needs from the knobs.
+- ``stepcontext``: :class:`StepContext`, what each training step then needs from the knobs (autocast, the attention
+  kernel and the memory budget are entered there).
 
 A new knob: its spec and what it does in its family's module (a new family, a new module); its entry in
 ``KNOB_SPECS`` and its field of ``Knobs`` (``registry``); a clash with another knob in ``Knobs.check_combination``;

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from autotune.knobs import assembler, backends, precision
+from autotune.knobs.checkpointing import checkpoint_blocks
 from autotune.knobs.compile import compile_model
 from autotune.knobs.memory_format import lay_out
 from autotune.knobs.optimizer import set_fused
@@ -28,11 +29,14 @@ def apply(
     device_type: str,
     compile_fn: Callable[..., Any] = torch.compile,
 ) -> tuple[torch.nn.Module, StepContext]:
-    """Apply every knob: backend flags, memory format, optimizer, compile; return the model to train.
+    """Apply every knob: backend flags, memory format, optimizer, activation checkpointing, compile; return the model
+    to train. The attention kernel and the activation memory budget are the step context's, entered every step.
 
-    With ``compile_scope=blocks`` the model returned is ``model`` itself (its class, its ``state_dict`` keys), its
-    repeated blocks compiled in place; the step context's ``blocks`` says which. Raises
-    :class:`~autotune.errors.InvalidCombination` for settings that cannot run together.
+    Activation checkpointing wraps the forward of each repeated block in place, before the compile traces it; a
+    model without repeated blocks raises :class:`~autotune.errors.AutotuneError`. With ``compile_scope=blocks``
+    the model returned is ``model`` itself (its class, its ``state_dict`` keys), its repeated blocks compiled in
+    place; the step context's ``blocks`` says which. Raises :class:`~autotune.errors.InvalidCombination` for
+    settings that cannot run together.
     """
     knobs.check_combination(device_type)
     assembler.pin()  # before anything compiles: the trial's and production's Triton keys then agree
@@ -42,13 +46,26 @@ def apply(
     model, channels_last, unlaid = lay_out(model, knobs.memory_format)
     if knobs.fused_optimizer and optimizer is not None:
         set_fused(optimizer)
+    checkpointed = checkpoint_blocks(model, knobs.activation_checkpointing)
     compiled = compile_model(
         model, knobs.compile_mode, knobs.compile_scope, knobs.inductor_options, device_type, compile_fn
     )
     dtype = precision.autocast_dtype(knobs.precision)
     scaler = precision.grad_scaler(knobs.precision, device_type)
     noops += unlaid + compiled.noops
-    ctx = StepContext(device_type, dtype, channels_last, compiled.cudagraphs, scaler, noops, optimizer, compiled.blocks)
+    ctx = StepContext(
+        device_type,
+        dtype,
+        channels_last,
+        compiled.cudagraphs,
+        scaler,
+        noops,
+        optimizer,
+        compiled.blocks,
+        checkpointed,
+        knobs.attention_backend,
+        knobs.activation_memory_budget,
+    )
     return compiled.model, ctx
 
 

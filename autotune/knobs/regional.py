@@ -11,7 +11,11 @@ class, the same ``state_dict`` keys (no ``_orig_mod.`` prefix), each block a mod
 Which blocks, in this order:
 
 1. **named by the model**: ``model._repeated_blocks``, class names (the convention of Hugging Face diffusers'
-   models, so theirs work as they are): every submodule of one of those classes, outermost only;
+   models, so theirs work as they are): every submodule of one of those classes, outermost only. A Hugging Face
+   transformers model names its layers in ``_no_split_modules`` (the modules its ``device_map`` never splits): those
+   of its classes that occur more than once are taken the same way. Its decoder layers differ in one plain
+   attribute, their ``layer_idx`` (which the forward reads only with a KV cache), so the search below would pass
+   them over for two identical norms inside one layer;
 2. **found**: among the children of each module, the largest set of structurally identical ones: the same class,
    the same plain attributes and constructor arguments (``extra_repr``), the same parameter and buffer shapes and
    dtypes, and children identical in the same way. Identical blocks share one compiled graph; blocks that differ
@@ -35,6 +39,7 @@ not used here (it needs each block's ``forward`` replaced on the instance), and 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +80,9 @@ def find_blocks(model: nn.Module) -> Blocks:
     named = getattr(model, "_repeated_blocks", None)
     if named:
         return _named_blocks(model, (named,) if isinstance(named, str) else tuple(named))
+    layers = _transformers_layers(model)
+    if layers and (blocks := _named_blocks(model, layers)):
+        return blocks
     return _found_blocks(model)
 
 
@@ -94,6 +102,16 @@ def compile_blocks(blocks: Blocks, compile_fn: Callable[..., Any] = torch.compil
 def signature(module: nn.Module) -> tuple[Any, ...]:
     """What makes two modules structurally identical (the same compiled graph serves both), as a hashable value."""
     return _Signatures().of(module)
+
+
+def _transformers_layers(model: nn.Module) -> tuple[str, ...]:
+    """The classes a Hugging Face transformers model lists in ``_no_split_modules`` that occur in it more than once
+    (its layers; an embedding listed there is one module, no block)."""
+    listed = getattr(model, "_no_split_modules", None)
+    if not listed or isinstance(listed, str):
+        return ()
+    counts = Counter(type(module).__name__ for module in model.modules())
+    return tuple(name for name in sorted(map(str, listed)) if counts[name] > 1)
 
 
 def _named_blocks(model: nn.Module, classes: tuple[str, ...]) -> Blocks:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from autotune.errors import AutotuneError
-from autotune.knobs import backends, compile, inductor, precision
+from autotune.knobs import backends, checkpointing, compile, inductor, precision
+from autotune.knobs.attention import ATTENTION_BACKEND
 from autotune.knobs.batch import BATCH_SIZE
 from autotune.knobs.data_path import DATA_SPECS
 from autotune.knobs.memory_format import MEMORY_FORMAT
@@ -31,6 +32,9 @@ KNOB_SPECS: dict[str, KnobSpec] = {
         MEMORY_FORMAT,
         compile.COMPILE_MODE,
         compile.COMPILE_SCOPE,
+        checkpointing.ACTIVATION_CHECKPOINTING,
+        checkpointing.ACTIVATION_MEMORY_BUDGET,
+        ATTENTION_BACKEND,
         backends.CUDNN_BENCHMARK,
         backends.CUDNN_DETERMINISTIC,
         FUSED_OPTIMIZER,
@@ -53,6 +57,9 @@ class Knobs:
     memory_format: str = "contiguous"
     compile_mode: str = "none"
     compile_scope: str = "model"
+    activation_checkpointing: str = "none"
+    activation_memory_budget: float = checkpointing.DEFAULT_BUDGET
+    attention_backend: str = "auto"
     cudnn_benchmark: bool | None = None
     cudnn_deterministic: bool | None = None
     fused_optimizer: bool = False
@@ -89,5 +96,6 @@ class Knobs:
     def check_combination(self, device_type: str) -> None:
         """Raise :class:`~autotune.errors.InvalidCombination` when legal values cannot run together."""
         compile.check(self.compile_mode, self.compile_scope)
+        checkpointing.check(self.activation_memory_budget, self.compile_mode)
         backends.check(self.cudnn_benchmark, self.cudnn_deterministic, self.precision, self.matmul_precision)
         precision.check(self.precision, device_type)

@@ -7,20 +7,22 @@ Each family module describes its knobs with :class:`KnobSpec`; :mod:`autotune.kn
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from autotune.errors import AutotuneError
 
-__all__ = ["KnobSpec", "check_minimum", "coerce", "parse_bool"]
+__all__ = ["KnobSpec", "bounds_text", "check_minimum", "coerce", "parse_bool"]
 
 
 @dataclass(frozen=True)
 class KnobSpec:
     """One knob: its type, the values it takes and what it does (shown by ``--help`` and errors).
 
-    ``minimum`` bounds an int knob from below; ``nullable`` lets it be None (PyTorch's own default).
+    ``minimum`` bounds an int or float knob from below, ``maximum`` a float knob from above; ``nullable`` lets it be
+    None (PyTorch's own default).
     ``parse`` reads a value that is more than one word (the ``inductor`` options), raising
     AutotuneError for a bad one.
     """
@@ -29,7 +31,8 @@ class KnobSpec:
     kind: type
     choices: tuple[Any, ...] | None
     doc: str
-    minimum: int | None = None
+    minimum: int | float | None = None
+    maximum: float | None = None
     nullable: bool = False
     parse: Callable[[Any], Any] | None = None
 
@@ -63,20 +66,47 @@ def coerce(spec: KnobSpec, value: Any) -> Any:
             return value
         with contextlib.suppress(ValueError):
             return int(str(value).strip())
+    elif spec.kind is float:
+        if (number := _finite_float(value)) is not None:
+            return number
     elif spec.kind is str and (spec.choices is None or str(value) in spec.choices):
         return str(value)
     raise AutotuneError(f"knob {spec.name}={value!r} is not valid: expected {_allowed(spec)}")
 
 
 def check_minimum(spec: KnobSpec, value: Any) -> None:
-    """Raise AutotuneError for an int below the knob's ``minimum``."""
-    if spec.minimum is not None and value is not None and value < spec.minimum:
+    """Raise AutotuneError for a number below the knob's ``minimum`` or above its ``maximum``."""
+    below = spec.minimum is not None and value is not None and value < spec.minimum
+    above = spec.maximum is not None and value is not None and value > spec.maximum
+    if below or above:
         raise AutotuneError(f"knob {spec.name}={value!r} is not valid: expected {_allowed(spec)}")
+
+
+def bounds_text(spec: KnobSpec) -> str:
+    """A number knob's bounds as messages and the reference say them: ``in [0, 1]``, ``>= 1``, or empty."""
+    low, high = spec.minimum, spec.maximum
+    if low is not None and high is not None:
+        return f"in [{low:g}, {high:g}]"
+    if low is not None:
+        return f">= {low:g}"
+    return f"<= {high:g}" if high is not None else ""
+
+
+def _finite_float(value: Any) -> float | None:
+    """An int, float or numeric text as a finite float; None for anything else (true/false included)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value) if isinstance(value, int | float) else float(str(value).strip())
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _allowed(spec: KnobSpec) -> str:
     """The values a knob takes, as an error message says them."""
     if spec.choices:
         return ", ".join(str(c).lower() for c in spec.choices)
-    allowed = f"an {spec.kind.__name__}" + (f" >= {spec.minimum}" if spec.minimum is not None else "")
+    word = "a number" if spec.kind is float else f"an {spec.kind.__name__}"
+    allowed = f"{word} {bounds_text(spec)}".rstrip()
     return allowed + (" or none" if spec.nullable else "")

@@ -7,12 +7,15 @@ training loop (``model, step_ctx = cfg.apply(model, optimizer)``) then call it i
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from autotune.errors import AutotuneError
+from autotune.knobs.attention import backend_context
+from autotune.knobs.checkpointing import DEFAULT_BUDGET, memory_budget
 from autotune.knobs.regional import Blocks
 
 __all__ = ["StepContext"]
@@ -20,7 +23,8 @@ __all__ = ["StepContext"]
 
 @dataclass
 class StepContext:
-    """What a training step needs from the knobs: input layout, autocast and (fp16) a grad scaler.
+    """What a training step needs from the knobs: input layout, autocast, (fp16) a grad scaler, the attention kernel
+    and the compiler's activation memory budget.
 
     A training step with it::
 
@@ -40,15 +44,29 @@ class StepContext:
     optimizer: torch.optim.Optimizer | None = None  # the one the knobs were applied to
     # compile_scope=blocks: the blocks compiled one by one; empty (its reason says why) when the model has none.
     blocks: Blocks | None = None
+    # activation_checkpointing: the blocks whose forward is checkpointed; None when it is none.
+    checkpointed: Blocks | None = None
+    attention_backend: str = "auto"  # the SDPA kernel pinned during the step (auto: none)
+    activation_memory_budget: float = DEFAULT_BUDGET  # the compiler's, while this model's graphs compile
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
-        """Opens the forward pass of a step: autocast if the precision asks for it."""
+        """Opens the forward pass of a step: autocast if the precision asks for it, the attention kernel and the
+        activation memory budget if the knobs set them; each restored when the forward is done."""
         if self.cudagraphs:
             # A new iteration for CUDA-graph trees, so last step's graph outputs may be overwritten.
             torch.compiler.cudagraph_mark_step_begin()
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device_type, dtype=self.autocast_dtype)
+        return self._forward()
+
+    @contextlib.contextmanager
+    def _forward(self) -> Iterator[None]:
+        autocast = (
+            contextlib.nullcontext()
+            if self.autocast_dtype is None
+            else torch.autocast(self.device_type, dtype=self.autocast_dtype)
+        )
+        # The compile happens in the first forward (the backward's too: compile.compile_backward_with_forward).
+        with autocast, memory_budget(self.activation_memory_budget), backend_context(self.attention_backend):
+            yield
 
     def prepare_inputs(self, inputs: Any) -> Any:
         """Put 4-D input tensors in channels_last when the weights are, so no conversion runs per step."""
@@ -57,7 +75,10 @@ class StepContext:
         return inputs
 
     def backward(self, loss: torch.Tensor) -> None:
-        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+        """Backward from ``loss`` (scaled under fp16), on the forward's attention kernel: a checkpointed block runs
+        its forward again here, and checkpointing replays autocast but not the kernel pin."""
+        with backend_context(self.attention_backend):
+            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
 
     def step(self, optimizer: torch.optim.Optimizer | None = None) -> None:
         """Step ``optimizer`` (default: the one given to :func:`apply`), through the scaler under fp16."""

@@ -15,7 +15,9 @@ from typing import Any
 
 from autotune import workloads
 from autotune.errors import AutotuneError
+from autotune.knobs.checkpointing import DEFAULT_BUDGET
 from autotune.knobs.registry import KNOB_SPECS, Knobs
+from autotune.knobs.spec import KnobSpec, bounds_text
 from autotune.space.params import ParamKind, ParamSpec, _is_number, _member, _show
 from autotune.space.problems import _INVALID, _check_keys, _did_you_mean, _quote, _Report, _section, _show_type
 from autotune.space.settings import WorkloadSpec
@@ -72,28 +74,47 @@ def _params(data: Mapping[str, Any], context: _ParamContext, report: _Report) ->
         if spec is not None:
             specs[spec.name] = _with_implicit_default(spec, context)
     _check_compile_scope(specs, report)
+    _check_memory_budget(specs, report)
     return specs
 
 
 def _check_compile_scope(specs: Mapping[str, ParamSpec], report: _Report) -> None:
     """``compile_scope: blocks`` only where ``compile_mode`` is not none: together they are an invalid combination
     (:meth:`autotune.knobs.Knobs.check_combination`), and every trial the sampler drew so would fail."""
-    scope, mode = specs.get("compile_scope"), specs.get("compile_mode")
-    if scope is None or not _member("blocks", scope.choices or ()):
+    scope = specs.get("compile_scope")
+    if scope is not None and _member("blocks", scope.choices or ()):
+        _check_compiled_only(specs, scope, "blocks", "eager compiles no blocks", report)
+
+
+def _check_memory_budget(specs: Mapping[str, ParamSpec], report: _Report) -> None:
+    """An ``activation_memory_budget`` below 1.0 only where ``compile_mode`` is not none, as ``compile_scope``."""
+    budget = specs.get("activation_memory_budget")
+    if budget is None:
         return
+    lowered = [v for v in budget.choices or () if v != DEFAULT_BUDGET] if budget.choices is not None else []
+    if budget.choices is None or lowered:  # a range, or a list with a budget below 1.0
+        shown = f"a budget of {lowered[0]:g}" if lowered else "a budget below 1.0"
+        _check_compiled_only(specs, budget, shown, "the budget is the compiler's", report)
+
+
+def _check_compiled_only(
+    specs: Mapping[str, ParamSpec], spec: ParamSpec, shown: str, why: str, report: _Report
+) -> None:
+    """Report ``spec`` when its value ``shown`` can meet ``compile_mode`` none (an invalid combination)."""
+    where, mode = f"params.{spec.name}", specs.get("compile_mode")
     if mode is None:  # compile_mode at its default: eager, always
         report.add(
-            "params.compile_scope",
-            "blocks needs a compile_mode, which this space leaves at none (eager compiles no blocks): "
+            where,
+            f"{shown} needs a compile_mode, which this space leaves at none ({why}): "
             "declare compile_mode before it and add when: {compile_mode: [default]}",
         )
         return
     modes = mode.choices or ()
-    if _member("none", modes) and _member("none", scope.when.get("compile_mode", modes)):
+    if _member("none", modes) and _member("none", spec.when.get("compile_mode", modes)):
         compiled = ", ".join(str(m) for m in modes if m != "none") or "default"
         report.add(
-            "params.compile_scope",
-            "blocks with compile_mode none is an invalid combination (eager compiles no blocks): "
+            where,
+            f"{shown} with compile_mode none is an invalid combination ({why}): "
             f"add when: {{compile_mode: [{compiled}]}}",
         )
 
@@ -188,6 +209,8 @@ def _coerce(name: str, value: Any, where: str, report: _Report) -> Any:
                 where,
                 f"{_quote(value)} is not one of {allowed}{_did_you_mean(value, map(str, knob.choices))}",
             )
+        elif knob.kind is float:
+            report.add(where, f"{_quote(value)} is not a number {bounds_text(knob)}")
         else:
             report.add(where, f"{_quote(value)} is not {_int_range(knob.minimum)}")
         return _INVALID
@@ -239,6 +262,8 @@ def _range_param(name: str, raw: dict[Any, Any], where: str, report: _Report) ->
 
 def _range_allowed(name: str, low: int | float, high: int | float, where: str, report: _Report) -> bool:
     knob = KNOB_SPECS.get(name)
+    if knob is not None and knob.kind is float:
+        return _float_range_allowed(knob, low, high, where, report)
     if knob is not None and knob.kind is not int:
         allowed = ", ".join(_show(c) for c in knob.choices or ())
         report.add(where, f"{name} takes one of {allowed}: a low/high range is not valid")
@@ -253,7 +278,19 @@ def _range_allowed(name: str, low: int | float, high: int | float, where: str, r
     return True
 
 
-def _int_range(minimum: int | None, plural: bool = False) -> str:
+def _float_range_allowed(knob: KnobSpec, low: int | float, high: int | float, where: str, report: _Report) -> bool:
+    """A float knob's range: within the knob's bounds, low first."""
+    outside = (knob.minimum is not None and low < knob.minimum) or (knob.maximum is not None and high > knob.maximum)
+    if outside:
+        report.add(where, f"{knob.name} takes numbers {bounds_text(knob)}: low={low}, high={high} are not")
+        return False
+    if low > high:
+        report.add(where, f"low={low} is greater than high={high}")
+        return False
+    return True
+
+
+def _int_range(minimum: int | float | None, plural: bool = False) -> str:
     """``a positive int`` / ``positive ints``, or ``an int >= 0`` / ``ints >= 0``, as an int knob's bound says."""
     if minimum is None or minimum == 1:
         return "positive ints" if plural else "a positive int"

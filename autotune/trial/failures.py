@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from autotune.errors import AutotuneError, NumericsError, first_line
+from autotune.knobs.attention import CANNOT_RUN as ATTENTION_CANNOT_RUN
 from autotune.measurement import Status
 
 __all__ = ["classify"]
@@ -28,6 +29,12 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in _OOM_TEXT)
 
 
+def _cannot_run(exc: BaseException) -> bool:
+    """A configuration this device cannot run (an attention kernel pinned for shapes it does not take), raised as a
+    RuntimeError by PyTorch, also through the compiler's tracing: invalid, not a crash."""
+    return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in ATTENTION_CANNOT_RUN)
+
+
 def classify(exc: BaseException) -> tuple[Status, str]:
     """Map an exception raised by a trial to its status and a one-line reason."""
     chain = _chain(exc)
@@ -40,6 +47,9 @@ def classify(exc: BaseException) -> tuple[Status, str]:
         return Status.INVALID, message
     if isinstance(exc, NumericsError):
         return Status.NUMERICS, message
+    if cannot_run := [e for e in chain if _cannot_run(e)]:
+        cause = cannot_run[-1]  # the innermost: the compiler's wrapper says only that tracing failed
+        return Status.INVALID, f"{type(cause).__name__}: {first_line(cause)}"
     if any(type(e).__module__.startswith(_COMPILE_MODULES) for e in chain):
         return Status.COMPILE_ERROR, reason
     return Status.CRASH, reason

@@ -11,9 +11,11 @@ searched and rejected from one never searched. A knob the framework cannot expre
 :class:`FrameworkWarning`, with what to do instead; none is dropped silently.
 
 ``TrainingArguments`` expresses precision, TF32, torch.compile and its mode, the fused AdamW (the optimizer every
-trial used), the batch size, the DataLoader settings and non-blocking copies. Neither framework compiles a model's
-blocks one by one (``compile_scope=blocks``): ``torch_compile`` compiles the whole model, so with that scope both
-knobs are named in the warning, with ``cfg.apply(model)`` (which compiles the blocks in place) to do instead.
+trial used), full activation checkpointing, the batch size, the DataLoader settings and non-blocking copies; the
+attention kernel and the compiler's memory budget are the step context's (``cfg.apply(model)``). Neither framework
+compiles a model's blocks one by one (``compile_scope=blocks``): ``torch_compile`` compiles the whole model, so with
+that scope both knobs are named in the warning, with ``cfg.apply(model)`` (which compiles the blocks in place) to do
+instead.
 Lightning's ``Trainer`` expresses mixed precision and ``cudnn.benchmark`` only: torch.compile, channels_last and the
 backend flags are the user's (``cfg.apply(model)`` on the LightningModule), so are the fused optimizer
 (``configure_optimizers``) and the DataLoader (``cfg.dataloader(dataset)``).
@@ -69,6 +71,12 @@ _HF: dict[str, Express] = {
         {"torch_compile": True, "torch_compile_mode": v} if tuned["compile_scope"] == "model" else None
     ),
     "fused_optimizer": lambda v, _: {"optim": "adamw_torch_fused"},  # every trial trains with AdamW
+    # The Trainer checkpoints each transformers layer whole, non-reentrant as the trials did; selective is cfg.apply's.
+    "activation_checkpointing": lambda v, _: (
+        {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
+        if v == "full"
+        else None
+    ),
     "num_workers": lambda v, _: {"dataloader_num_workers": v},
     "pin_memory": lambda v, _: {"dataloader_pin_memory": v},
     "prefetch_factor": lambda v, _: {"dataloader_prefetch_factor": v},
@@ -95,6 +103,9 @@ _BY_HAND: dict[str, str] = {
     "memory_format": "model.to(memory_format=torch.channels_last)",
     "compile_mode": "torch.compile(model, mode='{value}')",
     "compile_scope": _BLOCKS,
+    "activation_checkpointing": "cfg.apply(model) (it wraps each repeated block's forward in place)",
+    "activation_memory_budget": "cfg.apply(model); its step_ctx.autocast() sets the budget while the model compiles",
+    "attention_backend": "cfg.apply(model); its step_ctx.autocast() and step_ctx.backward() pin the kernel",
     "cudnn_benchmark": _BACKEND_FLAGS,
     "cudnn_deterministic": _BACKEND_FLAGS,
     "fused_optimizer": "fused=True on the optimizer configure_optimizers returns",

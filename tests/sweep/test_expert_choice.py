@@ -3,10 +3,12 @@ whose result is given (no process runs)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from expert_facts import CPU, H100, V100, default_trial
 from optuna.trial import TrialState
+from study_records import measured_default
 
 from autotune.measurement import Status
 from autotune.records import TrialRecord
@@ -198,3 +200,45 @@ def test_after_an_oom_the_batch_below_the_defaults() -> None:
     assert expert.params["batch_size"] == 64 and "ran out of memory at batch 128" in expert.describe()
     crashed = expert_params(space, default_trial(space, None, Status.CRASH), H100)
     assert crashed.params["batch_size"] == 128  # no peak to scale: the default's batch
+
+
+_CHECKPOINTING = """\
+  batch_size: {choices: [8, 12, 16, 20, 24, 32], ordinal: true, default: 8}
+  activation_checkpointing: [none, full, selective]
+"""
+
+
+def checkpointed_trial(number: int, params: dict[str, object], peak_gib: float) -> TrialRecord:
+    """A measured trial of ``params`` other than the default, at ``peak_gib`` of peak memory."""
+    record = measured_default(params, {"throughput": 100.0, "peak_mem_gib": peak_gib})
+    return dataclasses.replace(record, number=number, default=False)
+
+
+def test_under_a_memory_constraint_checkpointing_buys_a_larger_batch(tmp_path: Path) -> None:
+    space = space_file(tmp_path, _CHECKPOINTING, "constraints: [peak_mem_gib <= 10]\n")
+    default = default_trial(space, 4.0)  # 0.5 GiB a sample: 16 fit under 90% of 10 GiB, 18 would not
+    expert = expert_params(space, default, H100)
+    # selective keeps 0.85 of the peak until one is measured: 0.425 GiB a sample, 20 fit (8.5 GiB)
+    assert expert.params == {"batch_size": 20, "activation_checkpointing": "selective"}
+    assert "about 8.5 GiB at 20 with activation_checkpointing=selective" in expert.describe()
+    # without the constraint, memory does not hold the batch back: no recomputation, the largest batch
+    free = space_file(tmp_path, _CHECKPOINTING)
+    assert expert_params(free, default_trial(free, 4.0), H100).params == {
+        "batch_size": 32,
+        "activation_checkpointing": "none",
+    }
+
+
+def test_a_measured_checkpointed_trial_replaces_the_factor(tmp_path: Path) -> None:
+    space = space_file(tmp_path, _CHECKPOINTING, "constraints: [peak_mem_gib <= 10]\n")
+    default = default_trial(space, 4.0)
+    # selective measured at 6.0 GiB for 20: 0.3 GiB a sample, so 24 fit (7.2 GiB), which the factor (0.425) refused
+    selective = checkpointed_trial(3, {"batch_size": 20, "activation_checkpointing": "selective"}, 6.0)
+    expert = expert_params(space, default, H100, measured=(default, selective))
+    assert expert.params == {"batch_size": 24, "activation_checkpointing": "selective"}
+    assert "trial 3's peak 6.0 GiB at batch 20 scaled: about 7.2 GiB at 24, within" in expert.describe()
+    # selective measured heavier (9.5 GiB at 20: 0.475 a sample) fits 16 only, as none does; full, not measured,
+    # keeps 0.7 of the default's 0.5 a sample: 24 fit
+    heavy = checkpointed_trial(3, {"batch_size": 20, "activation_checkpointing": "selective"}, 9.5)
+    expert = expert_params(space, default, H100, measured=(default, heavy))
+    assert expert.params == {"batch_size": 24, "activation_checkpointing": "full"}

@@ -12,8 +12,9 @@ what their own autotuners choose in a short eager run of this configuration,
   has 4-D weights; ``torch.compile`` default; the fused optimizer; cuDNN benchmark; pinned batches,
   ``non_blocking`` copies and 4 loader workers; the workload's own choices where it names them (its
   build function's ``informed_start`` mapping: gpt2's fused LM head); and the largest batch whose
-  memory the default's measured peak says will fit (:func:`largest_batch`); then its twin in the other
-  half precision (:func:`precision_twin`);
+  memory the default's measured peak says will fit (:func:`largest_batch`), with activation checkpointing where a
+  constraint on peak memory holds that batch back and checkpointing lets a larger one fit; then its twin in the
+  other half precision (:func:`precision_twin`);
 - on a CPU: ``torch.compile`` default and the fused optimizer; channels_last for 4-D weights; bf16
   only where the CPU has AMX tiles (``amx_bf16``: elsewhere autocast to bf16 converts more than it
   saves, and fp16 autocast on a CPU is slower still); the default's batch (a CPU process's peak is
@@ -36,6 +37,7 @@ from autotune.space import Space
 from autotune.space.params import ParamSpec
 
 __all__ = [
+    "CHECKPOINTED_MEMORY",
     "HALF_PRECISIONS",
     "HEADROOM",
     "LOWER_PRECISION_MEMORY",
@@ -51,6 +53,13 @@ HEADROOM = 0.9  # the share of the device's memory (and of a memory constraint) 
 # Peak memory in bf16/fp16 autocast over fp32 at the same batch (H100/H200, BENCHMARKS.md): GPT-2 16.1 against
 # 19.8 GiB (0.81), ResNet-50 about 0.53. The larger ratio: a batch chosen by it fits both.
 LOWER_PRECISION_MEMORY = 0.8
+# Peak memory with activation checkpointing over without it at the same batch, until the study has measured a trial
+# with it (then its own peak is scaled instead). Checkpointing drops the blocks' activations (full keeps a block's
+# input alone; selective its matmul and attention outputs too), but the peak also holds the weights, gradients and
+# optimizer state, and the activations outside the blocks (a language model's logits), which it leaves alone, while
+# largest_batch scales the whole peak with the batch. No GPU figure is recorded yet, so the factors are timid: a batch
+# too large costs an out-of-memory trial, one a step too small a little throughput.
+CHECKPOINTED_MEMORY = {"full": 0.7, "selective": 0.85}
 LOADER_WORKERS = 4  # the best loader measured behind ResNet-50 on an H100 (README: the whole job)
 HALF_PRECISIONS = ("bf16", "fp16")  # the two autocast formats, both measured where the GPU has both (precision_twin)
 _MISSING = object()
@@ -167,14 +176,17 @@ def largest_batch(
     space: Space,
     lower_precision: bool,
     memory_cap_gib: float | None = None,
+    checkpointing: str | None = None,
 ) -> tuple[Any, str | None]:
     """The largest batch the default trial's measured peak says will fit, and how that was reckoned.
 
     Peak memory is scaled from the default's in proportion to the batch (an over-estimate for a larger batch:
     the weights and optimizer state do not grow with it), times :data:`LOWER_PRECISION_MEMORY` when the expert
-    lowers the precision. It must fit in :data:`HEADROOM` of the device's memory (and of ``--memory-cap``), and
-    every constraint over ``peak_mem_gib`` must hold at it over :data:`HEADROOM`. On a CPU, or without a peak
-    to scale, the default's batch stays; after an OOM, the largest batch below the default's.
+    lowers the precision, and times :data:`CHECKPOINTED_MEMORY` when ``checkpointing`` (the expert's
+    ``activation_checkpointing``, which the default did not have) lowers it. It must fit in :data:`HEADROOM` of the
+    device's memory (and of ``--memory-cap``), and every constraint over ``peak_mem_gib`` must hold at it over
+    :data:`HEADROOM`. On a CPU, or without a peak to scale, the default's batch stays; after an OOM, the largest
+    batch below the default's.
     """
     base = _base(spec, default)
     batch = default.params.get(spec.name) or (default.result.params.get(spec.name) if default.result else None)
@@ -188,7 +200,8 @@ def largest_batch(
     peak = finite(default.metrics.get("peak_mem_gib")) if default.ok else None
     if not facts.gpu or peak is None or peak <= 0:
         return base, None
-    per_sample = peak / batch * (LOWER_PRECISION_MEMORY if lower_precision else 1.0)
+    checkpointed = CHECKPOINTED_MEMORY.get(checkpointing or "none", 1.0)
+    per_sample = peak / batch * (LOWER_PRECISION_MEMORY if lower_precision else 1.0) * checkpointed
     limits = [m for m in (facts.memory_gib, memory_cap_gib) if m]
     usable = HEADROOM * min(limits) if limits else None
 
@@ -201,30 +214,91 @@ def largest_batch(
     chosen = fitting[-1] if fitting else values[0]
     bounds = [f"{usable:.1f} GiB usable"] if usable is not None else []
     bounds += _peak_constraints_hold(space, 0.0)[1]
+    recomputed = f" with activation_checkpointing={checkpointing}" if checkpointed != 1.0 else ""
     how = (
         f"trial {default.number}'s peak {peak:.1f} GiB at batch {batch} scaled: about {per_sample * chosen:.1f} GiB "
-        f"at {chosen}{' in lower precision' if lower_precision else ''}, within {' and '.join(bounds) or 'no limit'}"
+        f"at {chosen}{' in lower precision' if lower_precision else ''}{recomputed}, "
+        f"within {' and '.join(bounds) or 'no limit'}"
     )
     return chosen, how
 
 
+def _batch_for(
+    spec: ParamSpec,
+    default: TrialRecord,
+    facts: DeviceFacts,
+    space: Space,
+    memory: _Memory,
+    checkpointing: Any,
+) -> tuple[Any, str | None]:
+    """:func:`largest_batch` for the expert's ``checkpointing``: scaled from the latest measured trial with that
+    checkpointing where there is one (its own peak: no factor), else from the default's."""
+    alike = [
+        record
+        for record in memory.measured
+        if record.ok
+        and record.params.get("activation_checkpointing", "none") == checkpointing
+        and isinstance(record.params.get("batch_size"), int)
+        and finite(record.metrics.get("peak_mem_gib")) is not None
+    ]
+    reference = alike[-1] if alike and checkpointing not in (None, "none") else default
+    lower = memory.precision in HALF_PRECISIONS and reference.params.get("precision") not in HALF_PRECISIONS
+    added = checkpointing if reference.params.get("activation_checkpointing", "none") != checkpointing else None
+    return largest_batch(spec, reference, facts, space, lower, memory.cap_gib, added)
+
+
+@dataclass(frozen=True)
+class _Memory:
+    """What the batch's reckoning needs besides the default: the expert's precision, ``--memory-cap``, the study's
+    measured trials."""
+
+    precision: Any
+    cap_gib: float | None
+    measured: tuple[TrialRecord, ...]
+
+
+def _checkpointing(space: Space, default: TrialRecord, facts: DeviceFacts, memory: _Memory) -> Any:
+    """What the expert sets ``activation_checkpointing`` to: the default's, unless a constraint on peak memory holds
+    the batch below the space's largest and checkpointing (selective first: it recomputes less) lets a larger batch
+    fit. Only a param that is always active (no ``when:``) is chosen so: the batch is reckoned with it."""
+    spec, batch = space.params.get("activation_checkpointing"), space.params.get("batch_size")
+    kept = _pick(spec, facts, default, memory.precision) if spec is not None else None
+    constrained = any(constraint.names == {"peak_mem_gib"} for constraint in space.constraints)
+    if spec is None or batch is None or spec.kind == "fixed" or spec.when or not (facts.gpu and constrained):
+        return kept
+    plain, _ = _batch_for(batch, default, facts, space, memory, kept)
+    for mode in ("selective", "full"):
+        larger, _ = _batch_for(batch, default, facts, space, memory, mode) if spec.contains(mode) else (plain, None)
+        if isinstance(larger, int) and isinstance(plain, int) and larger > plain:
+            return mode
+    return kept
+
+
 def expert_params(
-    space: Space, default: TrialRecord, facts: DeviceFacts, memory_cap_gib: float | None = None
+    space: Space,
+    default: TrialRecord,
+    facts: DeviceFacts,
+    memory_cap_gib: float | None = None,
+    measured: tuple[TrialRecord, ...] = (),
 ) -> Expert:
     """The configuration an expert would try first for ``space`` on the device ``facts`` describe, after the
-    ``default`` trial (see the module docstring): a point of the space, params in declaration order."""
+    ``default`` trial (see the module docstring): a point of the space, params in declaration order. ``measured``
+    are the study's measured trials: a checkpointed one tells the batch's reckoning what checkpointing saves."""
     specs = space.params
     precision = _pick(specs["precision"], facts, default, None) if "precision" in specs else None
-    lower = precision in HALF_PRECISIONS and default.params.get("precision") not in HALF_PRECISIONS
+    memory = _Memory(precision, memory_cap_gib, measured)
+    checkpointing = _checkpointing(space, default, facts, memory)
     notes: list[str] = []
     params: dict[str, Any] = {}
     for spec in specs.values():
         if not spec.is_active(params):
             continue
         if spec.name == "batch_size":
-            value, how = largest_batch(spec, default, facts, space, lower, memory_cap_gib)
+            value, how = _batch_for(spec, default, facts, space, memory, checkpointing)
             if how is not None and value != default.params.get("batch_size"):
                 notes.append(how)
+        elif spec.name == "activation_checkpointing":
+            value = checkpointing
         else:
             value = _pick(spec, facts, default, precision)
         params[spec.name] = value

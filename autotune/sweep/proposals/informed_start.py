@@ -157,7 +157,7 @@ class InformedStart:
         except ProbeFailed as exc:
             self._none(f"the device could not be asked: {exc}")
             return
-        expert = expert_params(ctx.space, default, facts, ctx.options.memory_cap_gib)
+        expert = expert_params(ctx.space, default, facts, ctx.options.memory_cap_gib, tuple(ctx.records.measured))
         on = f"on {facts.describe()}"
         if not expert.changes:
             self._none(f"{on}, the default configuration is what an expert would try in this space")
