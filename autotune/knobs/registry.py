@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from autotune.errors import AutotuneError
-from autotune.knobs import backends, compile, inductor, precision
+from autotune.knobs import backends, compile, float8, inductor, precision
 from autotune.knobs.batch import BATCH_SIZE
 from autotune.knobs.data_path import DATA_SPECS
 from autotune.knobs.memory_format import MEMORY_FORMAT
@@ -28,6 +28,8 @@ KNOB_SPECS: dict[str, KnobSpec] = {
     for spec in (
         BATCH_SIZE,
         precision.PRECISION,
+        float8.FLOAT8,
+        float8.FLOAT8_FILTER,
         MEMORY_FORMAT,
         compile.COMPILE_MODE,
         compile.COMPILE_SCOPE,
@@ -50,6 +52,8 @@ class Knobs:
 
     batch_size: int | None = None
     precision: str = "default"
+    float8: str = "none"
+    float8_filter: str | None = None  # which layers float8 converts, in its text form (autotune.knobs.float8)
     memory_format: str = "contiguous"
     compile_mode: str = "none"
     compile_scope: str = "model"
@@ -86,8 +90,14 @@ class Knobs:
         """The Inductor options, typed (``{}`` for none)."""
         return inductor.parse(self.inductor) if self.inductor else {}
 
+    @property
+    def float8_layers(self) -> float8.LayerFilter:
+        """Which Linear layers ``float8`` converts (the empty filter: the default rule)."""
+        return float8.LayerFilter.read(self.float8_filter) if self.float8_filter else float8.LayerFilter()
+
     def check_combination(self, device_type: str) -> None:
         """Raise :class:`~autotune.errors.InvalidCombination` when legal values cannot run together."""
         compile.check(self.compile_mode, self.compile_scope)
         backends.check(self.cudnn_benchmark, self.cudnn_deterministic, self.precision, self.matmul_precision)
         precision.check(self.precision, device_type)
+        float8.check(self.float8, self.precision, device_type)

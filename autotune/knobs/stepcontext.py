@@ -40,6 +40,8 @@ class StepContext:
     optimizer: torch.optim.Optimizer | None = None  # the one the knobs were applied to
     # compile_scope=blocks: the blocks compiled one by one; empty (its reason says why) when the model has none.
     blocks: Blocks | None = None
+    # float8: the Linear layers converted to float8 training, by name (empty: none passed the filter); None: off.
+    float8_layers: tuple[str, ...] | None = None
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Opens the forward pass of a step: autocast if the precision asks for it."""

@@ -281,13 +281,14 @@ def _run_steps(
     if eager is not None and (early := _pruned_before_compile(trial, eager, work)) is not None:
         return early
     first_ms = time_steps(step, 1, device)  # compiles, autotunes: checked before any more time is spent
-    rel_error = check_first_loss(float(step.losses[0]), reference.loss, precision)
+    rel_error = check_first_loss(float(step.losses[0]), reference.loss, precision, trial.knobs.float8)
     warm_ms = warm_up(step, device, settings, first_ms, _hopeless(trial, ctx))
     pruned = _pruned(trial, warm_ms)
     if pruned is not None:
         if eager is not None:
             pruned.metrics.update(eager.metrics())  # a compiled figure too: evidence of the gain
         _record_blocks(ctx, pruned)
+        _record_float8(ctx, pruned)
         return pruned
     telemetry = GpuTelemetry(device)
     with telemetry.window():
@@ -308,6 +309,7 @@ def _run_steps(
     if telemetry.others:
         result.warnings.append(f"computing on the GPU while it was timed: {telemetry.others}")
     _record_blocks(ctx, result)
+    _record_float8(ctx, result)
     if trial.spec.profile_steps > 0:
         _profile(trial, step, result)
     return result
@@ -323,6 +325,15 @@ def _record_blocks(ctx: StepContext, result: TrialResult) -> None:
         result.metrics["compiled_block"] = ctx.blocks.describe()
     else:
         result.warnings.append(f"compile_scope=blocks: {ctx.blocks.reason}; the whole model was compiled")
+
+
+def _record_float8(ctx: StepContext, result: TrialResult) -> None:
+    """What ``float8`` converted: ``float8_layers`` (how many Linear layers) and their names
+    (``extra["float8_layers"]``, what production's ``apply()`` converts too)."""
+    if ctx.float8_layers is None:
+        return
+    result.metrics["float8_layers"] = len(ctx.float8_layers)
+    result.extra["float8_layers"] = list(ctx.float8_layers)
 
 
 def _metrics(
