@@ -116,7 +116,9 @@ def test_validate_accepts_every_shipped_space() -> None:
 
 
 # autotune's command line in a Python where torchao cannot be imported, as on a machine without the fp8 extra.
-WITHOUT_TORCHAO = "import sys; sys.modules['torchao'] = None; from autotune.cli import main; sys.exit(main(sys.argv[1:]))"
+WITHOUT_TORCHAO = (
+    "import sys; sys.modules['torchao'] = None; from autotune.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def test_a_float8_space_without_torchao_is_one_line_for_validate_and_sweep(tmp_path: Path) -> None:

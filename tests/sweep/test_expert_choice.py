@@ -228,4 +228,5 @@ def test_on_a_gpu_with_fp8_and_large_layers_the_informed_start_trains_in_float8(
 
 def test_the_informed_start_tries_float8_only_where_the_space_has_it(tmp_path: Path) -> None:
     space = space_file(tmp_path, "  precision: [default, bf16]\n  compile_mode: [none, default]\n")
-    assert expert_params(space, default_trial(space, 1.0), H200).params == {"precision": "bf16", "compile_mode": "default"}
+    expert = expert_params(space, default_trial(space, 1.0), H200)
+    assert expert.params == {"precision": "bf16", "compile_mode": "default"}
