@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from autotune.errors import AutotuneError
-from autotune.knobs import backends, compile, float8, inductor, precision
+from autotune.knobs import backends, compile, inductor, precision
+from autotune.knobs import float8 as float8_training  # not `float8`: a field of Knobs has that name
 from autotune.knobs.batch import BATCH_SIZE
 from autotune.knobs.data_path import DATA_SPECS
 from autotune.knobs.memory_format import MEMORY_FORMAT
@@ -28,8 +29,8 @@ KNOB_SPECS: dict[str, KnobSpec] = {
     for spec in (
         BATCH_SIZE,
         precision.PRECISION,
-        float8.FLOAT8,
-        float8.FLOAT8_FILTER,
+        float8_training.FLOAT8,
+        float8_training.FLOAT8_FILTER,
         MEMORY_FORMAT,
         compile.COMPILE_MODE,
         compile.COMPILE_SCOPE,
@@ -91,13 +92,14 @@ class Knobs:
         return inductor.parse(self.inductor) if self.inductor else {}
 
     @property
-    def float8_layers(self) -> float8.LayerFilter:
+    def float8_layers(self) -> float8_training.LayerFilter:
         """Which Linear layers ``float8`` converts (the empty filter: the default rule)."""
-        return float8.LayerFilter.read(self.float8_filter) if self.float8_filter else float8.LayerFilter()
+        layers = float8_training.LayerFilter
+        return layers.read(self.float8_filter) if self.float8_filter else layers()
 
     def check_combination(self, device_type: str) -> None:
         """Raise :class:`~autotune.errors.InvalidCombination` when legal values cannot run together."""
         compile.check(self.compile_mode, self.compile_scope)
         backends.check(self.cudnn_benchmark, self.cudnn_deterministic, self.precision, self.matmul_precision)
         precision.check(self.precision, device_type)
-        float8.check(self.float8, self.precision, device_type)
+        float8_training.check(self.float8, self.precision, device_type)
