@@ -136,3 +136,29 @@ assert "torchao" in sys.modules
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_float8_runs_fp8_gemms_never_emulated() -> None:
+    from autotune.knobs.float8 import gpu_lacks_float8, nvml_lacks_float8
+
+    if (lacking := gpu_lacks_float8()) is not None:
+        assert nvml_lacks_float8("cuda") == lacking  # NVML, which a sweep asks, says the same
+        with pytest.raises(InvalidCombination, match=r"compute capability 8\.9"):
+            knobs().check_combination("cuda")
+        return
+    assert nvml_lacks_float8("cuda") is None
+    torch.manual_seed(0)
+    model = wide_layers().cuda()
+    inputs, targets = torch.randn(64, 64, device="cuda"), torch.randint(0, 16, (64,), device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        reference = float(F.cross_entropy(model(inputs), targets))
+    trained, ctx = apply(model, torch.optim.AdamW(model.parameters()), knobs(), "cuda")
+    assert ctx.float8_layers == ("up", "mix")
+    configs = [module.__dict__["config"] for name, module in trained.named_modules() if name in ctx.float8_layers]
+    assert configs and not any(config.emulate for config in configs)
+    with ctx.autocast():
+        loss = F.cross_entropy(trained(inputs), targets)
+    ctx.backward(loss)
+    assert abs(float(loss.detach()) - reference) / reference < 0.02
