@@ -111,6 +111,12 @@ TOP_DOCS: dict[str, Doc] = {
         "After the search, its best configurations once more with Inductor's expensive options "
         "([finalists](#finalists)). Absent: no such stage.",
     ),
+    "float8_filter": Doc(
+        "mapping: `include`, `exclude`, each a list of module-name patterns (fnmatch)",
+        "Which Linear layers `float8` converts, by their names in `model.named_modules()`: `include` exactly those "
+        "it names, `exclude` never those. Unset: the layers torchao's size rule for the recipe admits, the output "
+        "head left out ([float8](../knobs.md#float8-fp8-training-through-torchao)). Needs `float8` in `params`.",
+    ),
 }
 
 SECTION_DOCS: dict[str, Doc] = {
@@ -471,6 +477,8 @@ def _knob_values(spec: Any) -> str:
 
     if spec.name == "inductor":
         return "Inductor options: set by `finalists.inductor`, never searched"
+    if spec.name == "float8_filter":
+        return "module-name patterns: set by the space's `float8_filter:`, never searched"
     if spec.choices is not None:
         return _codes(spec.choices)
     if spec.kind is float:

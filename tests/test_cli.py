@@ -115,6 +115,37 @@ def test_validate_accepts_every_shipped_space() -> None:
     assert all(line.startswith(f"{space}: ok (") for line, space in zip(said, spaces, strict=True))
 
 
+# autotune's command line in a Python where torchao cannot be imported, as on a machine without the fp8 extra.
+WITHOUT_TORCHAO = (
+    "import sys; sys.modules['torchao'] = None; from autotune.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def test_a_float8_space_without_torchao_is_one_line_for_validate_and_sweep(tmp_path: Path) -> None:
+    space = tmp_path / "fp8.yaml"
+    space.write_text(
+        'workload: {name: "trial_workloads:wide_mlp", preset: tiny}\n'
+        "device: cpu\n"
+        "budget: {trials: 2}\n"
+        "params:\n"
+        "  precision: bf16\n"
+        "  float8: [none, tensorwise]\n"
+    )
+    db = tmp_path / "a.db"
+    commands = {
+        "validate": ["validate", str(space)],
+        "sweep": ["sweep", str(space), "--storage", f"sqlite:///{db}", "--no-mlflow"],
+    }
+    for command, args in commands.items():
+        proc = subprocess.run(
+            [sys.executable, "-c", WITHOUT_TORCHAO, *args], cwd=TESTS, capture_output=True, text=True, timeout=300
+        )
+        assert_one_line_error(proc, f"{space}: params.float8: float8 needs torchao", "pip install 'autotune[fp8]'")
+        assert proc.stdout == "", command
+    assert not db.exists()  # refused before the study opens
+    assert autotune("validate", str(space), cwd=TESTS).returncode == 0  # torchao here: the same space is fine
+
+
 def test_leaderboard_of_a_missing_study_is_bad_input(tmp_path: Path) -> None:
     proc = autotune("leaderboard", "--study", "nope", "--storage", f"sqlite:///{tmp_path}/a.db")
     assert_one_line_error(proc, "no study 'nope'")

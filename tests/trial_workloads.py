@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -273,3 +274,30 @@ def attention_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor
 def tiny_attention(preset: str = "tiny") -> Workload:
     """A three-block transformer on random sequences: the attention and checkpointing knobs' trials."""
     return Workload(AttentionStack(), attention_batch, F.cross_entropy, default_batch_size=8)
+
+
+WIDE = 1040  # past the 1024 outputs under which torchao's tensorwise rule leaves a layer in bf16, a multiple of 16
+
+
+def wide_layers() -> torch.nn.Sequential:
+    """Linear layers float8's default filter tells apart: ``up`` and ``mix`` wide enough for tensorwise, ``narrow``
+    too small, ``lm_head`` the output head (a multiple of 16 wide, so a pattern may name it)."""
+    return torch.nn.Sequential(
+        OrderedDict(
+            up=torch.nn.Linear(64, WIDE),
+            act=torch.nn.ReLU(),
+            mix=torch.nn.Linear(WIDE, WIDE),
+            act2=torch.nn.ReLU(),
+            narrow=torch.nn.Linear(WIDE, 48),
+            lm_head=torch.nn.Linear(48, 16),
+        )
+    )
+
+
+def wide_mlp(preset: str = "tiny") -> Workload:
+    """:func:`wide_layers` trained on random batches: the float8 trials' workload (a CPU step of milliseconds)."""
+
+    def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randn(batch_size, 64, device=device), torch.randint(0, 16, (batch_size,), device=device)
+
+    return Workload(wide_layers(), make_batch, F.cross_entropy, default_batch_size=16)

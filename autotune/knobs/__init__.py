@@ -1,7 +1,8 @@
 """The knobs autotune turns: one module per family, one registry, the one place each is applied.
 
 - ``spec``: :class:`KnobSpec`, what a knob is, and how a value given for one is read;
-- the families, each its knobs' specs and what they do: ``batch``, ``precision``, ``memory_format``, ``compile``
+- the families, each its knobs' specs and what they do: ``batch``, ``precision``, ``float8`` (FP8 training through
+  torchao, an optional extra), ``memory_format``, ``compile``
   (with ``regional``: regional compilation, ``inductor``: the Inductor options, ``assembler``: the ``ptxas`` in
   Triton's keys), ``checkpointing`` (activation checkpointing over the repeated blocks, the compiler's activation
   memory budget), ``attention`` (the SDPA kernel), ``backends`` (cuDNN and matmul flags, TF32), ``optimizer``,
@@ -16,7 +17,7 @@ A new knob: its spec and what it does in its family's module (a new family, a ne
 its call in :func:`apply`. The space reader, validation, the docs reference and export then know it.
 """
 
-from autotune.knobs.applying import apply, apply_backend_flags
+from autotune.knobs.applying import apply, apply_backend_flags, apply_float8
 from autotune.knobs.backends import strict_fp32
 from autotune.knobs.compile import COMPILE_MODES, compile_arguments
 from autotune.knobs.data_path import DATA_KNOBS
@@ -35,6 +36,7 @@ __all__ = [
     "StepContext",
     "apply",
     "apply_backend_flags",
+    "apply_float8",
     "compile_arguments",
     "parse_bool",
     "strict_fp32",

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from autotune.knobs import assembler, backends, precision
+from autotune.knobs import assembler, backends, float8, precision
 from autotune.knobs.checkpointing import checkpoint_blocks
 from autotune.knobs.compile import compile_model
 from autotune.knobs.memory_format import lay_out
@@ -19,7 +19,7 @@ from autotune.knobs.optimizer import set_fused
 from autotune.knobs.registry import Knobs
 from autotune.knobs.stepcontext import StepContext
 
-__all__ = ["apply", "apply_backend_flags"]
+__all__ = ["apply", "apply_backend_flags", "apply_float8"]
 
 
 def apply(
@@ -29,10 +29,13 @@ def apply(
     device_type: str,
     compile_fn: Callable[..., Any] = torch.compile,
 ) -> tuple[torch.nn.Module, StepContext]:
-    """Apply every knob: backend flags, memory format, optimizer, activation checkpointing, compile; return the model
-    to train. The attention kernel and the activation memory budget are the step context's, entered every step.
+    """Apply every knob: backend flags, memory format, float8, optimizer, activation checkpointing, compile; return
+    the model to train. The attention kernel and the activation memory budget are the step context's, entered every
+    step.
 
-    Activation checkpointing wraps the forward of each repeated block in place, before the compile traces it; a
+    ``float8`` converts the model's Linear layers in place before anything wraps or compiles them (the step
+    context's ``float8_layers`` names them); they keep their parameters, so ``optimizer`` trains them still.
+    Activation checkpointing then wraps the forward of each repeated block in place, before the compile traces it; a
     model without repeated blocks raises :class:`~autotune.errors.AutotuneError`. With ``compile_scope=blocks``
     the model returned is ``model`` itself (its class, its ``state_dict`` keys), its repeated blocks compiled in
     place; the step context's ``blocks`` says which. Raises :class:`~autotune.errors.InvalidCombination` for
@@ -44,6 +47,7 @@ def apply(
         knobs.cudnn_benchmark, knobs.cudnn_deterministic, knobs.precision, knobs.matmul_precision, device_type
     )
     model, channels_last, unlaid = lay_out(model, knobs.memory_format)
+    model, float8_layers = apply_float8(model, knobs, device_type)  # converted, then compiled
     if knobs.fused_optimizer and optimizer is not None:
         set_fused(optimizer)
     checkpointed = checkpoint_blocks(model, knobs.activation_checkpointing)
@@ -53,6 +57,8 @@ def apply(
     dtype = precision.autocast_dtype(knobs.precision)
     scaler = precision.grad_scaler(knobs.precision, device_type)
     noops += unlaid + compiled.noops
+    if knobs.float8 != "none" and not float8_layers:
+        noops.append("float8")  # no Linear layer passed the filter: the model trains as without it
     ctx = StepContext(
         device_type,
         dtype,
@@ -62,9 +68,10 @@ def apply(
         noops,
         optimizer,
         compiled.blocks,
-        checkpointed,
-        knobs.attention_backend,
-        knobs.activation_memory_budget,
+        checkpointed=checkpointed,
+        attention_backend=knobs.attention_backend,
+        activation_memory_budget=knobs.activation_memory_budget,
+        float8_layers=float8_layers if knobs.float8 != "none" else None,
     )
     return compiled.model, ctx
 
@@ -75,3 +82,10 @@ def apply_backend_flags(knobs: Knobs, device_type: str) -> list[str]:
     return backends.set_flags(
         knobs.cudnn_benchmark, knobs.cudnn_deterministic, knobs.precision, knobs.matmul_precision, device_type
     )
+
+
+def apply_float8(model: torch.nn.Module, knobs: Knobs, device_type: str) -> tuple[torch.nn.Module, tuple[str, ...]]:
+    """Convert the Linear layers ``knobs.float8`` and ``knobs.float8_filter`` choose to float8 training
+    (:mod:`autotune.knobs.float8`), as :func:`apply` does; return the model and the names of the layers converted.
+    For a training loop that compiles the model itself: call it before compiling."""
+    return float8.convert(model, knobs.float8, knobs.float8_layers, device_type)

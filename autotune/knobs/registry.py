@@ -15,6 +15,7 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.knobs import backends, checkpointing, compile, inductor, precision
+from autotune.knobs import float8 as float8_training  # not `float8`: a field of Knobs has that name
 from autotune.knobs.attention import ATTENTION_BACKEND
 from autotune.knobs.batch import BATCH_SIZE
 from autotune.knobs.data_path import DATA_SPECS
@@ -29,6 +30,8 @@ KNOB_SPECS: dict[str, KnobSpec] = {
     for spec in (
         BATCH_SIZE,
         precision.PRECISION,
+        float8_training.FLOAT8,
+        float8_training.FLOAT8_FILTER,
         MEMORY_FORMAT,
         compile.COMPILE_MODE,
         compile.COMPILE_SCOPE,
@@ -54,6 +57,8 @@ class Knobs:
 
     batch_size: int | None = None
     precision: str = "default"
+    float8: str = "none"
+    float8_filter: str | None = None  # which layers float8 converts, in its text form (autotune.knobs.float8)
     memory_format: str = "contiguous"
     compile_mode: str = "none"
     compile_scope: str = "model"
@@ -93,9 +98,16 @@ class Knobs:
         """The Inductor options, typed (``{}`` for none)."""
         return inductor.parse(self.inductor) if self.inductor else {}
 
+    @property
+    def float8_layers(self) -> float8_training.LayerFilter:
+        """Which Linear layers ``float8`` converts (the empty filter: the default rule)."""
+        layers = float8_training.LayerFilter
+        return layers.read(self.float8_filter) if self.float8_filter else layers()
+
     def check_combination(self, device_type: str) -> None:
         """Raise :class:`~autotune.errors.InvalidCombination` when legal values cannot run together."""
         compile.check(self.compile_mode, self.compile_scope)
         checkpointing.check(self.activation_memory_budget, self.compile_mode)
         backends.check(self.cudnn_benchmark, self.cudnn_deterministic, self.precision, self.matmul_precision)
         precision.check(self.precision, device_type)
+        float8_training.check(self.float8, self.precision, device_type)

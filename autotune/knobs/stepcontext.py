@@ -48,6 +48,8 @@ class StepContext:
     checkpointed: Blocks | None = None
     attention_backend: str = "auto"  # the SDPA kernel pinned during the step (auto: none)
     activation_memory_budget: float = DEFAULT_BUDGET  # the compiler's, while this model's graphs compile
+    # float8: the Linear layers converted to float8 training, by name (empty: none passed the filter); None: off.
+    float8_layers: tuple[str, ...] | None = None
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Opens the forward pass of a step: autocast if the precision asks for it, the attention kernel and the

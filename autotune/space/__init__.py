@@ -34,6 +34,8 @@ Modules, typed values first (they never import the validators), then reading and
   ``kernels:``) is added to ``_TOP_KEYS`` there and its validator called from ``_build_space``.
 - ``validate_settings``: the workload, objective, budget, sampler, finalists and expression sections. A new
   setting's section (e.g. data-path knobs) is validated here.
+- ``validate_float8``: the ``float8_filter:`` key (a fixed param where float8 converts), float8's pairing with
+  precision, and :func:`machine_problems`: what this machine lacks to run a space's float8 trials.
 - ``validate_kernels``: the ``kernels:`` list: each Triton kernel imported and turned into params
   (:mod:`autotune.kernels.listing` says how).
 - ``validate_params``: the params section, one param at a time. Validation of anything that becomes
@@ -58,6 +60,7 @@ from autotune.space.settings import (
     parse_duration,
 )
 from autotune.space.validate import load_space
+from autotune.space.validate_float8 import machine_problems
 
 __all__ = [
     "DEVICES",
@@ -75,5 +78,6 @@ __all__ = [
     "WorkloadSpec",
     "list_configurations",
     "load_space",
+    "machine_problems",
     "parse_duration",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 from autotune.space.problems import _INVALID, SpaceError, _check_keys, _one_of, _Report, _show_type
 from autotune.space.searchspace import Space
 from autotune.space.settings import DEVICES
+from autotune.space.validate_float8 import _check_float8, _float8_filter
 from autotune.space.validate_kernels import _kernels
 from autotune.space.validate_params import _check_grid, _ParamContext, _params
 from autotune.space.validate_settings import (
@@ -30,7 +31,7 @@ __all__ = ["load_space"]
 
 _TOP_KEYS = (
     "workload", "device", "objective", "constraints", "feasibility", "budget", "sampler", "params", "kernels",
-    "finalists",
+    "finalists", "float8_filter",
 )  # fmt: skip
 
 
@@ -68,6 +69,9 @@ def _build_space(path: Path, text: str, data: Any, report: _Report, replay: bool
     params = _params(data, context, report)
     kernels, kernel_params = _kernels(data.get("kernels"), context.declared, report)
     finalists = _finalists(data, params, report)
+    if params is not None:
+        _check_float8(params, report)
+    float8_filter = _float8_filter(data, params, report)
     if workload is not None and params is not None:
         _check_workload_args(workload, build, params, report)
     if sampler is not None and sampler.name == "grid" and params:
@@ -82,9 +86,12 @@ def _build_space(path: Path, text: str, data: Any, report: _Report, replay: bool
         or budget is None
         or sampler is None
         or finalists is _INVALID
+        or float8_filter is _INVALID
     ):
         return None
     params = {**params, **kernel_params}  # chosen after the space's own params
+    if float8_filter is not None:
+        params[float8_filter.name] = float8_filter  # after float8, whose value makes it present
     return Space(
         path, text, workload, device, objectives, constraints, feasibility, budget, sampler, params, kernels, finalists
     )

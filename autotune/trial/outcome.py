@@ -18,7 +18,7 @@ from autotune.trial.measure import GpuTelemetry
 from autotune.trial.trialspec import MeasureSettings
 from autotune.trial.warmup import compile_seconds, settled_ms
 
-__all__ = ["pruned_after_warmup", "pruned_before_work", "record_blocks", "timed"]
+__all__ = ["pruned_after_warmup", "pruned_before_work", "record_blocks", "record_float8", "timed"]
 
 
 def pruned_before_work(
@@ -121,3 +121,12 @@ def record_blocks(ctx: StepContext, result: TrialResult) -> None:
         result.metrics["compiled_block"] = ctx.blocks.describe()
     else:
         result.warnings.append(f"compile_scope=blocks: {ctx.blocks.reason}; the whole model was compiled")
+
+
+def record_float8(ctx: StepContext, result: TrialResult) -> None:
+    """What ``float8`` converted: ``float8_layers`` (how many Linear layers) and their names
+    (``extra["float8_layers"]``, what production's ``apply()`` converts too)."""
+    if ctx.float8_layers is None:
+        return
+    result.metrics["float8_layers"] = len(ctx.float8_layers)
+    result.extra["float8_layers"] = list(ctx.float8_layers)

@@ -14,6 +14,7 @@ import torch
 
 from autotune import workloads
 from autotune.errors import first_line
+from autotune.knobs import float8
 
 __all__ = ["WORKLOAD_ATTR", "device_facts"]
 
@@ -39,10 +40,17 @@ def _host_memory_gib() -> float | None:
 
 
 def device_facts(
-    workload: str, preset: str, args: dict[str, Any], params: dict[str, Any], device_name: str, layout: bool
+    workload: str,
+    preset: str,
+    args: dict[str, Any],
+    params: dict[str, Any],
+    device_name: str,
+    layout: bool,
+    float8_searched: bool = False,
 ) -> dict[str, Any]:
-    """In a trial process: the device's facts, the workload's own choices and (``layout``) whether its model has
-    4-D weights, built on the meta device with ``params`` (no memory, no weights). Returns plain data."""
+    """In a trial process: the device's facts, the workload's own choices, and what its model, built on the meta
+    device with ``params`` (no memory, no weights), says: (``layout``) whether it has 4-D weights; (``float8_searched``,
+    on a GPU with FP8 and torchao) the share of its Linear FLOPs float8 would convert. Returns plain data."""
     if device_name == "auto":
         device_name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device_name)
@@ -50,17 +58,22 @@ def device_facts(
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         facts |= {"name": props.name, "memory_gib": props.total_memory / 2**30, "bf16": torch.cuda.is_bf16_supported()}
+        facts["float8"] = float8.torchao_missing() is None and float8.gpu_lacks_float8(device) is None
     else:
         facts |= {"name": "CPU", "memory_gib": _host_memory_gib(), "bf16": _cpu_has_amx()}
     build = workloads.resolve(workload)
     facts["workload_choices"] = dict(getattr(build, WORKLOAD_ATTR, None) or {})
-    if layout:
+    share = float8_searched and bool(facts.get("float8"))
+    if layout or share:
         try:
             accepted = workloads.workload_params(build)
             own = {name: value for name, value in params.items() if name in accepted}
             made = workloads.build(workload, preset, {**args, **own}, torch.device("meta"))
             model = getattr(made, "model", None)
-            facts["four_d_weights"] = model is not None and any(p.dim() == 4 for p in model.parameters())
+            if layout:
+                facts["four_d_weights"] = model is not None and any(p.dim() == 4 for p in model.parameters())
+            if share and model is not None:
+                facts["float8_share"] = float8.converted_share(model)
         except Exception as exc:  # the workload cannot be built on meta: say so, choose without it
             facts["layout_error"] = f"{type(exc).__name__}: {first_line(exc)}"
     return facts

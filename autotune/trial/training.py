@@ -33,7 +33,7 @@ from autotune.trial.batches import batch_source
 from autotune.trial.eagerprobe import one_off_work, probe_before_work
 from autotune.trial.measure import GpuTelemetry, peak_memory_gib, settled, summarize, time_steps
 from autotune.trial.numerics import Reference, check_first_loss, check_losses, reference_pass
-from autotune.trial.outcome import pruned_after_warmup, pruned_before_work, record_blocks, timed
+from autotune.trial.outcome import pruned_after_warmup, pruned_before_work, record_blocks, record_float8, timed
 from autotune.trial.pruning import Pruning, warmup_judge
 from autotune.trial.trainstep import TrainStep, prepared_step
 from autotune.trial.trialspec import MeasureSettings
@@ -120,7 +120,7 @@ def _run_steps(
             why = unreachable.reason(work, eager.said(unit))
             return pruned_before_work(why, unreachable.reachable, eager, unit, items, trial.params, probed_peak_gib)
     first_ms = time_steps(step, 1, device)  # compiles, autotunes: checked before any more time is spent
-    rel_error = check_first_loss(float(step.losses[0]), reference.loss, trial.knobs.precision)
+    rel_error = check_first_loss(float(step.losses[0]), reference.loss, trial.knobs.precision, trial.knobs.float8)
     warm_ms = warm_up(step, device, settings, first_ms, judge)
     warm_peak_gib = peak_memory_gib(device)  # what a trial pruned after its warm-up reports
     estimate = warm_throughput(warm_ms, settings, items, trial.behind_loader)
@@ -130,6 +130,7 @@ def _run_steps(
         if eager is not None:
             pruned.metrics.update(eager.metrics())  # a compiled figure too: evidence of the gain
         record_blocks(ctx, pruned)
+        record_float8(ctx, pruned)
         return pruned
     telemetry = GpuTelemetry(device)
     with telemetry.window():
@@ -166,6 +167,7 @@ def _run_steps(
     if telemetry.others:
         result.warnings.append(f"computing on the GPU while it was timed: {telemetry.others}")
     record_blocks(ctx, result)
+    record_float8(ctx, result)
     if trial.profile_steps > 0:
         from autotune.profiling.capture import capture_into  # here: only trials that profile pay for torch.profiler
 

@@ -96,10 +96,14 @@ _BACKEND_FLAGS = "autotune.knobs.apply_backend_flags(cfg.to_knobs(), 'cuda')"
 _LOADER = "cfg.dataloader(dataset)"
 # compile_scope=blocks, and the mode with it (the framework's own compile would take the whole model).
 _BLOCKS = "cfg.apply(model) (it compiles each repeated block in place; leave the framework's torch.compile off)"
+# float8 and its layer filter: the trials' Linear layers converted, before the framework compiles the model.
+_FLOAT8 = "model, _ = autotune.knobs.apply_float8(model, cfg.to_knobs(), 'cuda') before the framework compiles it"
 # What the user does instead, per knob ({value} is the knob's).
 _BY_HAND: dict[str, str] = {
     "batch_size": _LOADER,
     "precision": _BACKEND_FLAGS,
+    "float8": _FLOAT8,
+    "float8_filter": _FLOAT8,
     "memory_format": "model.to(memory_format=torch.channels_last)",
     "compile_mode": "torch.compile(model, mode='{value}')",
     "compile_scope": _BLOCKS,

@@ -129,6 +129,8 @@ def _config(records: StudyRecords, info: StudyInfo, record: TrialRecord, storage
     knobs = Knobs.from_params(tuned_knobs)  # refuse to write what load() would reject
     if knobs.inductor_options:
         tuned_knobs["inductor"] = knobs.inductor_options  # a mapping in the file; load() reads either form
+    if knobs.float8_filter:
+        tuned_knobs["float8_filter"] = knobs.float8_layers.to_mapping()  # the same: {include: [...], exclude: [...]}
     kernel_params = {name for pinned in result.kernels.values() for name in pinned.get("params", [])}
     return TunedConfig(
         knobs=tuned_knobs,

@@ -4,6 +4,7 @@ whose result is given (no process runs)."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from pathlib import Path
 
 from expert_facts import CPU, H100, V100, default_trial
@@ -13,7 +14,14 @@ from study_records import measured_default
 from autotune.measurement import Status
 from autotune.records import TrialRecord
 from autotune.space import Space, load_space
-from autotune.sweep.proposals.expert_choice import DeviceFacts, expert_params, likely_starts, precision_twin
+from autotune.sweep.proposals.expert_choice import (
+    FLOAT8_MIN_SHARE,
+    DeviceFacts,
+    expert_params,
+    float8_pays,
+    likely_starts,
+    precision_twin,
+)
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 
@@ -242,3 +250,27 @@ def test_a_measured_checkpointed_trial_replaces_the_factor(tmp_path: Path) -> No
     heavy = checkpointed_trial(3, {"batch_size": 20, "activation_checkpointing": "selective"}, 9.5)
     expert = expert_params(space, default, H100, measured=(default, heavy))
     assert expert.params == {"batch_size": 24, "activation_checkpointing": "full"}
+
+
+FP8_SPACE = """\
+  precision: [default, bf16, fp16]
+  float8: {choices: [none, rowwise, tensorwise], when: {precision: [bf16]}}
+"""
+H200 = DeviceFacts("cuda", "NVIDIA H200", 139.8, bf16=True, cpus=16, float8=True, float8_share=0.76)
+
+
+def test_on_a_gpu_with_fp8_and_large_layers_the_informed_start_trains_in_float8(tmp_path: Path) -> None:
+    space = space_file(tmp_path, FP8_SPACE, extra="float8_filter: {exclude: [lm_head]}\n")
+    expert = expert_params(space, default_trial(space, 1.0), H200)
+    assert expert.params == {"precision": "bf16", "float8": "tensorwise", "float8_filter": "exclude=lm_head"}
+    assert precision_twin(space, expert.params, H200) == {"precision": "fp16"}  # fp16 has no float8 to carry
+    for facts in (replace(H200, float8_share=0.40), replace(H200, float8=False), replace(H200, float8_share=None)):
+        assert not float8_pays(facts)
+        assert expert_params(space, default_trial(space, 1.0), facts).params == {"precision": "bf16", "float8": "none"}
+    assert float8_pays(replace(H200, float8_share=FLOAT8_MIN_SHARE)) and not float8_pays(replace(H200, device="cpu"))
+
+
+def test_the_informed_start_tries_float8_only_where_the_space_has_it(tmp_path: Path) -> None:
+    space = space_file(tmp_path, "  precision: [default, bf16]\n  compile_mode: [none, default]\n")
+    expert = expert_params(space, default_trial(space, 1.0), H200)
+    assert expert.params == {"precision": "bf16", "compile_mode": "default"}

@@ -8,8 +8,9 @@ keeps its value; a ``when:`` is respected; other params keep the default's, and 
 what their own autotuners choose in a short eager run of this configuration,
 :mod:`autotune.sweep.proposals.kernel_start`):
 
-- on a GPU: bf16 autocast where the GPU has it, else fp16 (else TF32); channels_last where the model
-  has 4-D weights; ``torch.compile`` default; the fused optimizer; cuDNN benchmark; pinned batches,
+- on a GPU: bf16 autocast where the GPU has it, else fp16 (else TF32); with bf16, float8 training (``tensorwise``)
+  where the GPU has FP8 and the model's Linear layers are large enough to gain (:func:`float8_pays`); channels_last
+  where the model has 4-D weights; ``torch.compile`` default; the fused optimizer; cuDNN benchmark; pinned batches,
   ``non_blocking`` copies and 4 loader workers; the workload's own choices where it names them (its
   build function's ``informed_start`` mapping: gpt2's fused LM head); and the largest batch whose
   memory the default's measured peak says will fit (:func:`largest_batch`), with activation checkpointing where a
@@ -38,12 +39,15 @@ from autotune.space.params import ParamSpec
 
 __all__ = [
     "CHECKPOINTED_MEMORY",
+    "FLOAT8_MIN_SHARE",
+    "FLOAT8_RECIPES_TRIED",
     "HALF_PRECISIONS",
     "HEADROOM",
     "LOWER_PRECISION_MEMORY",
     "DeviceFacts",
     "Expert",
     "expert_params",
+    "float8_pays",
     "largest_batch",
     "likely_starts",
     "precision_twin",
@@ -62,6 +66,15 @@ LOWER_PRECISION_MEMORY = 0.8
 CHECKPOINTED_MEMORY = {"full": 0.7, "selective": 0.85}
 LOADER_WORKERS = 4  # the best loader measured behind ResNet-50 on an H100 (README: the whole job)
 HALF_PRECISIONS = ("bf16", "fp16")  # the two autocast formats, both measured where the GPU has both (precision_twin)
+# The share of a model's Linear FLOPs that float8's default filter must convert (the output head, left out, counted
+# in the whole: autotune.knobs.float8.converted_share) for the informed start to try float8. Provisional until
+# measured on GPUs: it sits between the gpt2 workload's 0.40 (124M: 768-wide layers, a third of its FLOPs in the
+# head) and the 0.76 of a Llama-style 1B decoder (2048 wide, MLP 8192), which gained 15.4% in tensorwise float8 on
+# an H200.
+FLOAT8_MIN_SHARE = 0.6
+# The recipes an expert tries first, best first: tensorwise gained 15.4% (1B) and 21.6% (3B) on an H200 where rowwise
+# lost 4.0% (1B), hand-measured (torchao 0.18, compiled, seq 2048).
+FLOAT8_RECIPES_TRIED = ("tensorwise",)
 _MISSING = object()
 
 
@@ -74,6 +87,8 @@ class DeviceFacts:
     memory_gib: float | None = None  # the device's total memory (a CPU's: the host's)
     bf16: bool = False  # bf16 autocast pays: a GPU that has it, a CPU with AMX tiles
     four_d_weights: bool | None = None  # None: not asked (the space does not search memory_format), or unknown
+    float8: bool = False  # a GPU with FP8 tensor cores, and torchao installed
+    float8_share: float | None = None  # of the model's Linear FLOPs, what float8 converts; None: not asked
     workload_choices: dict[str, Any] = field(default_factory=dict)
     cpus: int = 1
     layout_error: str | None = None  # why the model's weights could not be looked at (memory_format then stays)
@@ -137,6 +152,22 @@ def _preferences(name: str, facts: DeviceFacts) -> tuple[Any, ...]:
     return ()
 
 
+def float8_pays(facts: DeviceFacts) -> bool:
+    """Whether an expert would train in float8 on this device: a GPU with FP8 (and torchao) where float8's default
+    filter converts at least :data:`FLOAT8_MIN_SHARE` of the model's Linear FLOPs."""
+    share = facts.float8_share
+    return facts.gpu and facts.float8 and share is not None and share >= FLOAT8_MIN_SHARE
+
+
+def _float8(spec: ParamSpec, facts: DeviceFacts, default: TrialRecord, precision: Any) -> Any:
+    """float8's recipe where it pays (:func:`float8_pays`) and the precision is bf16, else the default's value."""
+    if precision == "bf16" and float8_pays(facts):
+        for recipe in FLOAT8_RECIPES_TRIED:
+            if spec.contains(recipe):
+                return recipe
+    return _base(spec, default)
+
+
 def _base(spec: ParamSpec, default: TrialRecord) -> Any:
     """What ``spec`` takes where the expert has no opinion: the default trial's value, else the space's default."""
     value = default.params.get(spec.name)
@@ -148,6 +179,8 @@ def _base(spec: ParamSpec, default: TrialRecord) -> Any:
 def _pick(spec: ParamSpec, facts: DeviceFacts, default: TrialRecord, precision: Any) -> Any:
     if spec.kind == "fixed":
         return spec.first()
+    if spec.name == "float8":
+        return _float8(spec, facts, default, precision)
     for value in _preferences(spec.name, facts):
         if spec.contains(value):
             return value
@@ -308,9 +341,10 @@ def expert_params(
 
 def precision_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> dict[str, Any] | None:
     """The informed start's params ``start`` in the other half precision, measured next to it: fp16 for bf16 where
-    the GPU has bf16 and the space searches both (the other way round where a space's start is fp16 by choice); None
-    elsewhere, or where the change would switch another param on or off (a ``when:`` on the precision) or break a
-    rule. The space's listed kernels keep the block sizes their autotuners chose for the start (its precision).
+    the GPU has bf16 and the space searches both (the other way round where a space's start is fp16 by choice), less
+    the params the change switches off (a ``when:`` on the precision: bf16's float8); None elsewhere, or where the
+    change would switch another param on or break a rule. The space's listed kernels keep the block sizes their
+    autotuners chose for the start (its precision).
 
     Tensor cores run the two at one rate; what differs is the rest of the step (fp16's loss scaling, each format's
     casts and fused kernels), so which wins is the model's to say, and an expert measures both. In one 20-trial sweep
@@ -326,9 +360,13 @@ def precision_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> d
     if not spec.contains(other):
         return None
     twin = {**start, "precision": other}
-    if any(param.is_active(twin) != param.is_active(start) for param in space.params.values()):
-        return None
-    return twin if space.is_feasible(twin)[0] else None
+    if any(param.is_active(twin) and not param.is_active(start) for param in space.params.values()):
+        return None  # a param the other precision switches on would need a value of its own
+    kept: dict[str, Any] = {}  # in declaration order, as a sampler chooses: a param a dropped one switched on goes too
+    for param in space.params.values():
+        if param.name in twin and param.is_active(kept):
+            kept[param.name] = twin[param.name]
+    return kept if space.is_feasible(kept)[0] else None
 
 
 def likely_starts(

@@ -71,8 +71,10 @@ def probe_device(space: Space, options: SweepOptions, default_params: dict[str, 
     """Ask a trial process about the device and the workload (:func:`autotune.trial.probe.device_facts`);
     :class:`ProbeFailed` if it cannot answer."""
     layout = any(spec.name == "memory_format" and spec.kind != "fixed" for spec in space.params.values())
+    float8 = "float8" in space.params and space.params["float8"].kind != "fixed"
     device = options.device or space.device
-    args = (space.workload.name, space.workload.preset, dict(space.workload.args), default_params, device, layout)
+    workload = space.workload
+    args = (workload.name, workload.preset, dict(workload.args), default_params, device, layout, float8)
     outcome = TrialRunner().call(device_facts, args, PROBE_TIMEOUT_S)
     if outcome.timed_out:
         raise ProbeFailed(f"no answer within {PROBE_TIMEOUT_S:g} s")
