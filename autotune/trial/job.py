@@ -64,8 +64,7 @@ def split_params(params: dict[str, Any], build: Callable[..., Any]) -> tuple[dic
 def check_spec(spec: TrialSpec) -> None:
     """Raise :class:`AutotuneError` for bad input, before any trial process is started."""
     build = workloads.resolve(spec.workload)
-    if spec.workload in workloads.BUILTIN and spec.preset not in workloads.PRESETS:
-        raise AutotuneError(f"preset {spec.preset!r} is not valid: expected one of {', '.join(workloads.PRESETS)}")
+    workloads.check_preset(spec.workload, spec.preset, build)
     knob_params, _ = split_params(spec.params, build)
     Knobs.from_params(knob_params)
     resolve_device(spec.device)

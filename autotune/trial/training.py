@@ -33,8 +33,10 @@ from autotune.knobs.stepcontext import StepContext
 from autotune.results import Status, TrialResult
 from autotune.trial.compilephases import compile_phases
 from autotune.trial.eagerprobe import EagerProbe, eager_twin
+from autotune.trial.flops import FlopCount, count_step_flops, rate_metrics
 from autotune.trial.measure import GpuTelemetry, env_fingerprint, peak_memory_gib, settled, summarize, time_steps
 from autotune.trial.numerics import Reference, check_first_loss, check_losses, reference_pass
+from autotune.trial.peaks import peak_precision
 from autotune.trial.trainstep import TrainStep, prepare_pair
 from autotune.trial.warmup import EAGER_ONE_OFF_MS, compile_seconds, settled_ms, timed_step_count, warm_up
 
@@ -219,9 +221,10 @@ def _measure_synthetic(trial: TrainingTrial) -> TrialResult:
     _check_random(batches[0])
     workload.model.train()
     reference = reference_pass(workload, batches[0])
+    flops = count_step_flops(workload, batches[0])  # on the untouched model, before any knob
     model, ctx, optimizer = _apply_knobs(trial)
     source = SyntheticBatches([prepare_pair(ctx, batch) for batch in batches])  # laid out once, not per step
-    return _run_steps(trial, TrainStep(workload, model, ctx, optimizer, source.batch), reference, ctx, None)
+    return _run_steps(trial, TrainStep(workload, model, ctx, optimizer, source.batch), reference, flops, ctx, None)
 
 
 def _measure_loader(trial: TrainingTrial) -> TrialResult:
@@ -231,9 +234,10 @@ def _measure_loader(trial: TrainingTrial) -> TrialResult:
     try:
         workload.model.train()
         reference = reference_pass(workload, source.first())  # the very batch the first step trains on
+        flops = count_step_flops(workload, source.first())  # on the untouched model, before any knob
         model, ctx, optimizer = _apply_knobs(trial)
         step = TrainStep(workload, model, ctx, optimizer, lambda index: prepare_pair(ctx, source.batch(index)))
-        return _run_steps(trial, step, reference, ctx, source)
+        return _run_steps(trial, step, reference, flops, ctx, source)
     finally:
         source.close()
 
@@ -270,6 +274,7 @@ def _run_steps(
     trial: TrainingTrial,
     step: TrainStep,
     reference: Reference,
+    flops: FlopCount,
     ctx: StepContext,
     source: LoaderBatches | None,
 ) -> TrialResult:
@@ -294,6 +299,7 @@ def _run_steps(
         timed_ms = time_steps(step, timed_step_count(warm_ms, settings), device)
     check_losses(step.losses, precision)
     metrics = _metrics(trial, warm_ms, timed_ms, setup_s, rel_error, telemetry)
+    metrics.update(_flops_metrics(trial, flops, metrics["throughput"]))
     if eager is not None:
         metrics.update(eager.metrics())  # what the study learns compiling's gain from
     series = {"step_ms": timed_ms}
@@ -355,6 +361,17 @@ def _metrics(
     if "energy_j" in telemetry.metrics:
         metrics["energy_j_per_sample"] = telemetry.metrics["energy_j"] / (trial.batch_size * len(timed_ms))
     return metrics
+
+
+def _flops_metrics(trial: TrainingTrial, flops: FlopCount, throughput: float) -> dict[str, Any]:
+    """Model FLOPs, TFLOP/s and MFU at the step time ``throughput`` was taken at (:mod:`autotune.trial.flops`)."""
+    step_ms = trial.items / throughput * 1e3
+    knobs = trial.knobs
+    tf32 = knobs.precision == "tf32" or knobs.matmul_precision == "high"
+    # float8 is read by name: a setting without that knob computes in what precision says.
+    precision = peak_precision(knobs.precision, tf32, str(getattr(knobs, "float8", "none")))
+    gpu = torch.cuda.get_device_name(trial.device) if trial.device.type == "cuda" else None
+    return rate_metrics(flops, step_ms, gpu, precision)
 
 
 def _profile(trial: TrainingTrial, step: TrainStep, result: TrialResult) -> None:
