@@ -35,6 +35,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from autotune import workloads
 from autotune.errors import first_line
+from autotune.results import MFU_METRIC, MODEL_FLOPS_METRIC, TFLOPS_METRIC
 from autotune.trial.numerics import pair
 from autotune.trial.peaks import dense_peak, mfu
 
@@ -68,10 +69,10 @@ def rate_metrics(count: FlopCount, step_ms: float, gpu: str | None, precision: s
     if count.flops is None:
         return {"flops_not_counted": count.reason}
     tflops = count.flops / (step_ms / 1e3) / 1e12
-    metrics: dict[str, Any] = {"model_flops_per_step": count.flops, "tflops": tflops}
+    metrics: dict[str, Any] = {MODEL_FLOPS_METRIC: count.flops, TFLOPS_METRIC: tflops}
     fraction = mfu(tflops, gpu, precision) if gpu is not None else None
     if fraction is not None:
-        metrics |= {"mfu": fraction, "peak_tflops": dense_peak(gpu, precision), "peak_precision": precision}
+        metrics |= {MFU_METRIC: fraction, "peak_tflops": dense_peak(gpu, precision), "peak_precision": precision}
     return metrics
 
 
