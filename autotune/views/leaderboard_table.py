@@ -147,21 +147,31 @@ def _one_line_each(rows: Sequence[LeaderboardRow], info: StudyInfo, constant: Ma
 
 
 def _stacked(rows: Sequence[LeaderboardRow], info: StudyInfo, constant: Mapping[str, Any], width: int) -> list[str]:
-    """Each trial's figures on one line, its knobs and reason in full on the lines under it."""
+    """Each trial's figures on one line, its knobs and reason in full on the lines under it. Where the figures and
+    the status together are wider than ``width`` (TFLOP/s and MFU beside a re-measured value), the status heads the
+    lines under the figures instead, or goes unsaid where the reason's line names it."""
     flops = _shows_flops(rows)
-    headers = [*_headers(info, flops), "status"]
-    head, *lines = _aligned(headers, [[*_figures(row, info, flops), _status_text(row, False)] for row in rows])
+    figures = [_figures(row, info, flops) for row in rows]
+    statuses = [_status_text(row, False) for row in rows]
+    head, *lines = _aligned(
+        [*_headers(info, flops), "status"], [[*f, s] for f, s in zip(figures, statuses, strict=True)]
+    )
+    status_below = max(map(len, [head, *lines])) > width
+    if status_below:
+        head, *lines = _aligned(_headers(info, flops), figures)
     indent = " " * _INDENT
     wrap = textwrap.TextWrapper(
         max(_INDENT + 20, width), initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
     )
     out = [head]
-    for row, line in zip(rows, lines, strict=True):
+    for row, line, status in zip(rows, lines, statuses, strict=True):
         out.append(line)
+        reason = f"{row.outcome}: {row.reason}" if row.outcome != "ok" and row.reason else ""
         knobs = format_params(_varying(row, constant))
+        if status_below and not reason:
+            knobs = f"{status}: {knobs}" if knobs else status
         out += wrap.wrap(knobs) if knobs else []
-        if row.outcome != "ok" and row.reason:
-            out += wrap.wrap(f"{row.outcome}: {row.reason}")
+        out += wrap.wrap(reason) if reason else []
     return out
 
 
