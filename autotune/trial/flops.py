@@ -71,7 +71,7 @@ def rate_metrics(count: FlopCount, step_ms: float, gpu: str | None, precision: s
     tflops = count.flops / (step_ms / 1e3) / 1e12
     metrics: dict[str, Any] = {MODEL_FLOPS_METRIC: count.flops, TFLOPS_METRIC: tflops}
     fraction = mfu(tflops, gpu, precision) if gpu is not None else None
-    if fraction is not None:
+    if gpu is not None and fraction is not None:
         metrics |= {MFU_METRIC: fraction, "peak_tflops": dense_peak(gpu, precision), "peak_precision": precision}
     return metrics
 

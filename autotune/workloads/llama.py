@@ -34,7 +34,7 @@ from torch.nn import functional as F
 from autotune.errors import AutotuneError
 from autotune.workloads import Workload
 
-__all__ = ["ALIASES", "PRESETS", "LlamaShape", "build", "llama_config", "make_model"]
+__all__ = ["ALIASES", "PRESETS", "PRESET_NAMES", "LlamaShape", "build", "llama_config", "make_model", "shape_of"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,8 @@ PRESETS = {
 }
 # The sizes every built-in workload takes, as this one names them (``--preset`` defaults to full).
 ALIASES = {"small": "125m", "full": "1b"}
+#: Every preset this workload takes: its own sizes, and the shared names as aliases.
+PRESET_NAMES = ("tiny", *ALIASES, *(name for name in PRESETS if name != "tiny"))
 
 
 def _positive(name: str, value: Any) -> int | None:
@@ -79,7 +81,7 @@ def shape_of(preset: str, seq: Any = None, layers: Any = None) -> LlamaShape:
     """The preset's shapes (an alias resolved), with ``seq`` and ``layers`` where given."""
     name = ALIASES.get(preset, preset)
     if name not in PRESETS:
-        raise AutotuneError(f"preset {preset!r} is not valid: expected one of {', '.join(build.presets)}")
+        raise AutotuneError(f"preset {preset!r} is not valid: expected one of {', '.join(PRESET_NAMES)}")
     shape = PRESETS[name]
     seq_len, depth = _positive("seq", seq), _positive("layers", layers)
     return replace(shape, seq=seq_len or shape.seq, layers=depth or shape.layers)
@@ -104,7 +106,8 @@ def llama_config(shape: LlamaShape) -> Any:
 
 def make_model(shape: LlamaShape) -> nn.Module:
     """A ``LlamaForCausalLM`` of ``shape`` with fresh random weights, on the current default device."""
-    return _transformers().LlamaForCausalLM(llama_config(shape))  # type: ignore[no-any-return]
+    model: nn.Module = _transformers().LlamaForCausalLM(llama_config(shape))
+    return model
 
 
 def _transformers() -> Any:
@@ -139,5 +142,5 @@ def build(preset: str = "full", seq: int | None = None, layers: int | None = Non
     )
 
 
-# The presets this workload takes (autotune.workloads.presets): its own sizes, and the shared names as aliases.
-build.presets = ("tiny", *ALIASES, *(name for name in PRESETS if name != "tiny"))  # type: ignore[attr-defined]
+# What autotune.workloads.presets reads: the space's validation and the trial take these presets.
+build.presets = PRESET_NAMES  # type: ignore[attr-defined]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -40,7 +41,7 @@ def test_the_125m_preset_is_gpt2_small_sized() -> None:
 def test_the_model_is_transformers_llama_with_sdpa_attention_and_grouped_query_heads() -> None:
     work = workloads.build("llama", "1b", {"seq": 1024}, META)
     assert isinstance(work, workloads.Workload)
-    config = work.model.config
+    config: Any = work.model.config
     assert type(work.model).__name__ == "LlamaForCausalLM" and config._attn_implementation == "sdpa"
     assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (2048, 16, 32)
     assert (config.num_key_value_heads, config.intermediate_size, config.vocab_size) == (8, 8192, 128256)
