@@ -122,8 +122,7 @@ SECTION_DOCS: dict[str, Doc] = {
     ),
     "workload.preset": Doc(
         "{PRESETS}; `llama` also {LLAMA_PRESETS}",
-        "The size the build function is asked for (its `preset` argument); [workloads](#workloads) lists each "
-        "built-in's.",
+        "The size the build function is asked for (its `preset` argument); the table below lists each built-in's.",
     ),
     "workload.args": Doc(
         "mapping of keyword arguments",
