@@ -3,6 +3,8 @@
 MFU (model FLOPs utilisation) is the step's model FLOPs per second (:mod:`autotune.trial.flops`) over the GPU's dense
 peak for the precision its matmuls ran in (:func:`peak_precision`): FP8 where the ``float8`` knob converted the
 linear layers, bf16 or fp16 under autocast, TF32 where fp32 matmuls use TF32, else plain fp32 on the CUDA cores.
+Matmuls decide: at ``precision=default`` PyTorch lets cuDNN run convolutions in TF32 while matmuls stay fp32, so a
+convolutional model's MFU there is taken against the fp32 peak and reads high.
 
 The peaks are NVIDIA's datasheet figures, DENSE: the datasheets print tensor-core figures "with sparsity" (2:4
 structured sparsity, which training does not use), twice the dense rate, and those are halved here. A GPU that is
