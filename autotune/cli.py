@@ -83,7 +83,9 @@ def cli() -> None:
 @click.argument("workload")
 @click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A knob or workload parameter.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--preset", default="full", show_default=True, help="Workload size: tiny, small or full.")
+@click.option(
+    "--preset", default="full", show_default=True, help="Workload size: tiny, small or full (llama: also 125m, 1b, 3b)."
+)
 @click.option("--timeout", default="10m", show_default=True, callback=_duration, help="Wall-clock limit: 90s, 10m, 1h.")
 @click.option(
     "--memory-cap",
@@ -109,7 +111,7 @@ def trial(
     seed: int,
     as_json: bool,
 ) -> None:
-    """Measure one configuration of WORKLOAD (resnet50, gpt2 or module:function) in its own process.
+    """Measure one configuration of WORKLOAD (resnet50, gpt2, llama or module:function) in its own process.
 
     Example: autotune trial resnet50 -p precision=bf16 -p memory_format=channels_last -p batch_size=256
     """

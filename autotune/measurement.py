@@ -15,6 +15,9 @@ __all__ = [
     "AUTOTUNE_METRIC",
     "COMPILE_PHASE_METRICS",
     "INPUT_BOUND_WAIT_FRAC",
+    "MFU_METRIC",
+    "MODEL_FLOPS_METRIC",
+    "TFLOPS_METRIC",
     "Status",
     "TrialResult",
 ]
@@ -36,6 +39,13 @@ AHEAD_WAIT_METRIC = "compile_ahead_wait_s"
 # compile_s), and of the configs' compiles in them, done in parallel before the benchmarks.
 AUTOTUNE_METRIC = "kernel_autotune_s"
 AUTOTUNE_COMPILE_METRIC = "kernel_autotune_compile_s"
+
+# How far a training step is from the GPU's limit (autotune.trial.flops): its model FLOPs (forward and backward), the
+# TFLOP/s it achieved (a kernel workload reports its own under the same name), and MFU, those over the GPU's dense
+# peak for the precision it ran in (a fraction; absent on a CPU or a GPU without a known peak).
+MODEL_FLOPS_METRIC = "model_flops_per_step"
+TFLOPS_METRIC = "tflops"
+MFU_METRIC = "mfu"
 
 
 class Status(StrEnum):

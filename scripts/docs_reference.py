@@ -126,7 +126,10 @@ SECTION_DOCS: dict[str, Doc] = {
         "in first.",
         "required",
     ),
-    "workload.preset": Doc("{PRESETS}", "The size the build function is asked for (its `preset` argument)."),
+    "workload.preset": Doc(
+        "{PRESETS}; `llama` also {LLAMA_PRESETS}",
+        "The size the build function is asked for (its `preset` argument); the table below lists each built-in's.",
+    ),
     "workload.args": Doc(
         "mapping of keyword arguments",
         "Fixed arguments of the build function, never searched. A name here cannot also be a param; an argument "
@@ -220,6 +223,8 @@ WORKLOAD_PARAM_DOCS: dict[str, Doc] = {
         "`synthetic`: tokens made on the device; `host`: a token stream in host memory through the "
         "trial's `DataLoader`.",
     ),
+    "llama.seq": Doc("int", "Tokens per sequence; unset: the preset's (64 tiny, 1024 `125m`, 2048 `1b` and `3b`)."),
+    "llama.layers": Doc("int", "Decoder layers; unset: the preset's (`3b`: 16, where Llama 3.2 3B has 28)."),
     "triton_matmul.BLOCK_M": Doc("int", "Rows of the output tile one program computes."),
     "triton_matmul.BLOCK_N": Doc("int", "Columns of the output tile."),
     "triton_matmul.BLOCK_K": Doc("int", "Depth of the K step."),
@@ -255,6 +260,10 @@ METRIC_DOCS: dict[str, str] = {
     "power_w_mean": "mean GPU power, W",
     "gpu_util_mean": "mean GPU utilisation, %",
     "overhead_s": "process start plus building the workload, s",
+    "tflops": "achieved TFLOP/s: the training step's model FLOPs over its step time (a kernel workload's own TFLOP/s); "
+    "absent where the model FLOPs could not be counted ([reading results](../results.md#tflops-and-mfu))",
+    "mfu": "model FLOPs utilisation: `tflops` over the GPU's dense peak for the precision the step ran in, a fraction; "
+    "absent on a CPU and on a GPU without a known peak",
 }
 
 SAMPLER_DOCS: dict[str, str] = {
@@ -323,6 +332,7 @@ def vocabularies() -> dict[str, str]:
         "DIRECTIONS": _codes(DIRECTIONS),
         "SAMPLERS": _codes(SAMPLERS),
         "PRESETS": _codes(workloads.PRESETS),
+        "LLAMA_PRESETS": _codes(p for p in workloads.presets(workloads.resolve("llama")) if p not in workloads.PRESETS),
         "BUILTIN": _codes(workloads.BUILTIN),
         "FINALIST_COMPILE_MODES": _codes(_FINALIST_COMPILE_MODES),
         "DEFAULT_TRIALS": str(DEFAULT_TRIALS),
@@ -507,7 +517,8 @@ def _workloads() -> str:
     rows = []
     for name, params in builtin_workload_params().items():
         shown = ", ".join(f"`{p}`" for p in params) or "none"
-        rows.append((f"`{name}`", f"`{workloads.BUILTIN[name]}`", _codes(workloads.PRESETS), shown))
+        presets = _codes(workloads.presets(workloads.resolve(name)))
+        rows.append((f"`{name}`", f"`{workloads.BUILTIN[name]}`", presets, shown))
     return _table(("workload", "build function", "presets", "its params"), rows)
 
 

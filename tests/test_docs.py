@@ -267,7 +267,9 @@ def _code_names() -> dict[str, list[str]]:
         "knob values": knob_values,
         "built-in workloads": list(workloads.BUILTIN),
         "workload parameters": workload_params,
-        "presets": list(workloads.PRESETS),
+        "presets": list(
+            dict.fromkeys(p for name in workloads.BUILTIN for p in workloads.presets(workloads.resolve(name)))
+        ),
         "shipped kernels": kernels,
         "kernel params": kernel_params,
         "Inductor options": list(inductor.ALLOWED),

@@ -17,7 +17,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.measurement import Status, TrialResult
+from autotune.measurement import MFU_METRIC, MODEL_FLOPS_METRIC, TFLOPS_METRIC, Status, TrialResult
 from autotune.records import schema
 from autotune.records.rehearsed_start import Rehearsal
 from autotune.records.schema import TrialKind
@@ -199,6 +199,26 @@ class TrialRecord:
             if self.remeasured.median is not None:
                 metrics[self.remeasured.metric] = self.remeasured.median
         return metrics
+
+    # -- how far from the GPU's limit (autotune.trial.flops) ------------------------------------
+    @property
+    def model_flops_per_step(self) -> float | None:
+        """The model FLOPs of one training step, forward and backward; None where they were not counted."""
+        return finite(self.metrics.get(MODEL_FLOPS_METRIC)) if self.ok else None
+
+    @property
+    def tflops(self) -> float | None:
+        """The TFLOP/s its training step achieved, as ranked (the re-measured median where there is one); None
+        unless it ended ok with its model FLOPs counted (a kernel workload's TFLOP/s are its throughput)."""
+        if self.model_flops_per_step is None:
+            return None
+        return finite(self.metrics.get(TFLOPS_METRIC))
+
+    @property
+    def mfu(self) -> float | None:
+        """Its model FLOPs utilisation, a fraction of the GPU's dense peak for the precision it ran in, as ranked;
+        None unless it ended ok on a GPU with a known peak."""
+        return finite(self.metrics.get(MFU_METRIC)) if self.ok else None
 
     @property
     def first_metrics(self) -> dict[str, Any]:

@@ -41,7 +41,7 @@ SAMPLERS = ("auto", "tpe", "gp", "cmaes", "random", "grid")  # auto: see autotun
 # What a trial reports; constraints may also name others (kernel and replay workloads add theirs).
 METRICS = (
     "throughput", "step_ms_p50", "step_ms_p90", "step_cv", "peak_mem_gib", "compile_s",
-    "energy_j_per_sample", "power_w_mean", "gpu_util_mean", "overhead_s",
+    "energy_j_per_sample", "power_w_mean", "gpu_util_mean", "overhead_s", "tflops", "mfu",
 )  # fmt: skip
 DEFAULT_TRIAL_TIMEOUT_S = 600.0
 

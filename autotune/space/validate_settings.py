@@ -63,12 +63,13 @@ def _workload(data: Mapping[str, Any], report: _Report, replay: bool) -> tuple[W
         builtin = ", ".join(workloads.BUILTIN)
         report.add("workload.name", f"required: a built-in workload ({builtin}) or package.module:function")
         return None, None
-    preset = _one_of(section.get("preset", "full"), workloads.PRESETS, "workload.preset", report)
+    build = None if replay else _resolve(name, report)
+    known = workloads.presets(build) if build is not None and name in workloads.BUILTIN else workloads.PRESETS
+    preset = _one_of(section.get("preset", "full"), known, "workload.preset", report)
     args = section.get("args") or {}
     if not isinstance(args, dict):
         report.add("workload.args", f"expected a mapping of keyword arguments, got {_show_type(args)}")
         args = {}
-    build = None if replay else _resolve(name, report)
     return WorkloadSpec(name, preset if preset is not _INVALID else "full", dict(args)), build
 
 

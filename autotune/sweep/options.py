@@ -87,6 +87,8 @@ class SweepSummary:
     best_value: float | None = None
     best_value_is: str = ""  # "median of 3 re-measurements" or "one measurement"
     speedup: float | None = None
+    best_tflops: float | None = None  # the winner's achieved TFLOP/s (its model FLOPs counted), as ranked
+    best_mfu: float | None = None  # ... as a fraction of the GPU's dense peak
     faster_infeasible: int = 0  # ok trials that measured better than the winner but broke a constraint
     leaderboard: str = ""
     time: TimeShares = field(default_factory=TimeShares)  # where the measured trials' time went (every worker's)

@@ -1,9 +1,9 @@
 """The sweep's parent run description (``mlflow.note.content``, markdown): what a reader wants first.
 
-While the sweep runs: where the trials appear. Once it has ended: the winner (trial, its ranked value,
-speedup over the PyTorch defaults, the params it changed), how many faster trials broke a constraint,
-the trials by outcome and failure class, how to export the winner, and links to the report and the
-leaderboard view. Rendered from the record model, as every other view is, so every worker of a study
+While the sweep runs: where the trials appear. Once it has ended: the winner (trial, its ranked value, the
+TFLOP/s and MFU of its step, speedup over the PyTorch defaults, the params it changed), how many faster trials
+broke a constraint, the trials by outcome and failure class, how to export the winner, and links to the report
+and the leaderboard view. Rendered from the record model, as every other view is, so every worker of a study
 writes the same text and it names the winner the leaderboard ranks first.
 """
 
@@ -19,6 +19,7 @@ from autotune.numbers import quantity
 from autotune.records import StudyRecords, TrialRecord
 from autotune.records.answers import kernel_never_run_warning
 from autotune.tracking.ui import artifact_link, runs_link
+from autotune.views.text import flops_text
 
 __all__ = ["SweepFacts", "ended", "finished", "running"]
 
@@ -73,6 +74,8 @@ def _winner(records: StudyRecords) -> str:
     if winner is None or winner.value is None:
         return "**No winner:** no feasible trial finished ok." + (f" {broke}" if broke else "")
     measured = f"**{_number(winner.value, _unit(records, winner))}** {records.metric} ({winner.value_is})"
+    if limit := flops_text(winner.tflops, winner.mfu):
+        measured += f" at {limit}"
     default = records.default
     if default is not None and default.number == winner.number:
         head = f"**Winner: the PyTorch defaults** (trial {winner.number}): {measured}"

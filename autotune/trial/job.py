@@ -43,9 +43,8 @@ __all__ = [
 
 def check_spec(spec: TrialSpec) -> None:
     """Raise :class:`AutotuneError` for bad input, before any trial process is started."""
-    workloads.resolve(spec.workload)  # an unknown workload is named first
-    if spec.workload in workloads.BUILTIN and spec.preset not in workloads.PRESETS:
-        raise AutotuneError(f"preset {spec.preset!r} is not valid: expected one of {', '.join(workloads.PRESETS)}")
+    build = workloads.resolve(spec.workload)  # an unknown workload is named first
+    workloads.check_preset(spec.workload, spec.preset, build)
     knob_params, _ = split_params(spec.params, spec.workload)
     Knobs.from_params(knob_params)
     resolve_device(spec.device)

@@ -31,9 +31,11 @@ from autotune.knobs.registry import Knobs
 from autotune.measurement import Status, TrialResult
 from autotune.trial.batches import batch_source
 from autotune.trial.eagerprobe import one_off_work, probe_before_work
+from autotune.trial.flops import FlopCount, count_step_flops, rate_metrics
 from autotune.trial.measure import GpuTelemetry, peak_memory_gib, settled, summarize, time_steps
 from autotune.trial.numerics import Reference, check_first_loss, check_losses, reference_pass
 from autotune.trial.outcome import pruned_after_warmup, pruned_before_work, record_blocks, record_float8, timed
+from autotune.trial.peaks import peak_precision
 from autotune.trial.pruning import Pruning, warmup_judge
 from autotune.trial.trainstep import TrainStep, prepared_step
 from autotune.trial.trialspec import MeasureSettings
@@ -86,19 +88,20 @@ def measure_training(trial: TrainingTrial) -> TrialResult:
     try:
         trial.workload.model.train()
         reference = reference_pass(trial.workload, source.first())  # the very batch the first step trains on
+        flops = count_step_flops(trial.workload, source.first())  # on the untouched model, before any knob
         if trial.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(trial.device)  # the peak from here on: the trial's own
         optimizer = torch.optim.AdamW(trial.workload.model.parameters(), lr=1e-4)
         model, ctx = apply(trial.workload.model, optimizer, trial.knobs, trial.device.type)
         step = prepared_step(trial.workload, model, ctx, optimizer, source)
-        return _run_steps(trial, step, reference, source if isinstance(source, LoaderBatches) else None)
+        return _run_steps(trial, step, reference, flops, source if isinstance(source, LoaderBatches) else None)
     finally:
         if isinstance(source, LoaderBatches):
             source.close()
 
 
 def _run_steps(
-    trial: TrainingTrial, step: TrainStep, reference: Reference, loader: LoaderBatches | None
+    trial: TrainingTrial, step: TrainStep, reference: Reference, flops: FlopCount, loader: LoaderBatches | None
 ) -> TrialResult:
     """The stages, each handed what it needs: the eager probe (pruned before the one-off work?), the first step
     (checked), the warm-up (pruned after it?), the timed window, the result; then the profile if one is asked for."""
@@ -153,6 +156,7 @@ def _run_steps(
         peak_gib=peak_gib,
         warm_settled=warm_settled,
     )
+    metrics.update(_flops_metrics(trial.knobs, flops, items / metrics["throughput"] * 1e3, device))
     if eager is not None:
         metrics.update(eager.metrics())  # what the study learns compiling's gain from
     series = {"step_ms": timed_ms}
@@ -173,3 +177,11 @@ def _run_steps(
 
         capture_into(result, step, trial.profile_steps, device, trial.profile_dir)
     return result
+
+
+def _flops_metrics(knobs: Knobs, flops: FlopCount, step_ms: float, device: torch.device) -> dict[str, Any]:
+    """Model FLOPs, TFLOP/s and MFU at the step time the throughput was taken at (:mod:`autotune.trial.flops`)."""
+    tf32 = knobs.precision == "tf32" or knobs.matmul_precision == "high"
+    precision = peak_precision(knobs.precision, tf32, knobs.float8)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    return rate_metrics(flops, step_ms, gpu, precision)

@@ -29,7 +29,8 @@ class LeaderboardRow:
 
     ``value`` is the first objective's ranked value (the re-measured median when there is one, as
     ``value_is`` says), ``metrics`` the trial's metrics as ranked; ``rank`` is None for trials that do not
-    rank; ``outcome`` is ok, infeasible, pruned, oom, crash ...
+    rank; ``outcome`` is ok, infeasible, pruned, oom, crash ...; ``tflops`` and ``mfu`` how far its step was
+    from the GPU's limit (None where not counted).
     """
 
     rank: int | None
@@ -47,6 +48,8 @@ class LeaderboardRow:
     input_bound: bool = False
     outcome: str = ""
     value_is: str = ""
+    tflops: float | None = None  # achieved TFLOP/s, as ranked
+    mfu: float | None = None  # a fraction of the GPU's dense peak
 
     @property
     def ok(self) -> bool:
@@ -71,6 +74,8 @@ def _row(records: StudyRecords, record: TrialRecord) -> LeaderboardRow:
         input_bound=record.input_bound,
         outcome=record.outcome,
         value_is=record.value_is if record.ok else "",
+        tflops=record.tflops,
+        mfu=record.mfu,
     )
 
 

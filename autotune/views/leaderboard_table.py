@@ -1,7 +1,8 @@
 """The leaderboard as a text table that fits the terminal, every knob of every row readable.
 
 One line per trial where that fits the width (or with ``wide``): rank, trial, the ranked value, speedup, step
-time, memory, energy, the status with its reason, and the knobs. Where it does not fit, each trial's figures keep
+time, memory, energy, TFLOP/s and MFU (where the trials' model FLOPs were counted), the status with its reason,
+and the knobs. Where it does not fit, each trial's figures keep
 their line and its knobs (and a failure's reason) follow in full on lines of their own, wrapped to the width, so a
 winner's whole configuration is always on the screen. Knobs with one value in every row are said once, under the
 table.
@@ -14,7 +15,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from autotune.numbers import number, quantity, ratio
+from autotune.numbers import number, quantity, ratio, share
 from autotune.records.trial import finite
 from autotune.views.text import format_params
 
@@ -92,19 +93,29 @@ def _metric_columns(info: StudyInfo) -> list[tuple[str, str]]:
     return columns + [(m, m) for m, _ in info.objectives[1:] if m not in shown]
 
 
-def _headers(info: StudyInfo) -> list[str]:
+def _shows_flops(rows: Sequence[LeaderboardRow]) -> bool:
+    """Whether the table has TFLOP/s and MFU columns: some trial's model FLOPs were counted."""
+    return any(row.tflops is not None for row in rows)
+
+
+def _flops_texts(row: LeaderboardRow) -> list[str]:
+    return ["-" if row.tflops is None else number(row.tflops), "-" if row.mfu is None else share(row.mfu)]
+
+
+def _headers(info: StudyInfo, flops: bool) -> list[str]:
     multi = len(info.objectives) > 1
-    return ["rank", "trial", *(["pareto"] if multi else []), info.objectives[0][0], "speedup"] + [
-        h for h, _ in _metric_columns(info)
-    ]
+    head = ["rank", "trial", *(["pareto"] if multi else []), info.objectives[0][0], "speedup"]
+    return head + [h for h, _ in _metric_columns(info)] + (["TFLOP/s", "MFU"] if flops else [])
 
 
-def _figures(row: LeaderboardRow, info: StudyInfo) -> list[str]:
-    """A row's cells up to its status: rank, trial, the Pareto mark, the ranked value, speedup, the metrics."""
+def _figures(row: LeaderboardRow, info: StudyInfo, flops: bool) -> list[str]:
+    """A row's cells up to its status: rank, trial, the Pareto mark, the ranked value, speedup, the metrics,
+    TFLOP/s and MFU where the table shows them."""
     cells = ["-" if row.rank is None else str(row.rank), str(row.trial)]
     cells += ["*" if row.pareto else ""] if len(info.objectives) > 1 else []
     cells += [_value_text(row, info.objectives[0][0]), "-" if row.speedup is None else ratio(row.speedup)]
-    return cells + [_metric_text(row, m) for _, m in _metric_columns(info)]
+    cells += [_metric_text(row, m) for _, m in _metric_columns(info)]
+    return cells + (_flops_texts(row) if flops else [])
 
 
 def _aligned(headers: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
@@ -127,26 +138,40 @@ def _title(info: StudyInfo, shown: int, total: int) -> str:
 
 
 def _one_line_each(rows: Sequence[LeaderboardRow], info: StudyInfo, constant: Mapping[str, Any]) -> list[str]:
-    headers = [*_headers(info), "status", "knobs"]
-    body = [[*_figures(row, info), _status_text(row, True), format_params(_varying(row, constant))] for row in rows]
+    flops = _shows_flops(rows)
+    headers = [*_headers(info, flops), "status", "knobs"]
+    body = [
+        [*_figures(row, info, flops), _status_text(row, True), format_params(_varying(row, constant))] for row in rows
+    ]
     return _aligned(headers, body)
 
 
 def _stacked(rows: Sequence[LeaderboardRow], info: StudyInfo, constant: Mapping[str, Any], width: int) -> list[str]:
-    """Each trial's figures on one line, its knobs and reason in full on the lines under it."""
-    headers = [*_headers(info), "status"]
-    head, *lines = _aligned(headers, [[*_figures(row, info), _status_text(row, False)] for row in rows])
+    """Each trial's figures on one line, its knobs and reason in full on the lines under it. Where the figures and
+    the status together are wider than ``width`` (TFLOP/s and MFU beside a re-measured value), the status heads the
+    lines under the figures instead, or goes unsaid where the reason's line names it."""
+    flops = _shows_flops(rows)
+    figures = [_figures(row, info, flops) for row in rows]
+    statuses = [_status_text(row, False) for row in rows]
+    head, *lines = _aligned(
+        [*_headers(info, flops), "status"], [[*f, s] for f, s in zip(figures, statuses, strict=True)]
+    )
+    status_below = max(map(len, [head, *lines])) > width
+    if status_below:
+        head, *lines = _aligned(_headers(info, flops), figures)
     indent = " " * _INDENT
     wrap = textwrap.TextWrapper(
         max(_INDENT + 20, width), initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
     )
     out = [head]
-    for row, line in zip(rows, lines, strict=True):
+    for row, line, status in zip(rows, lines, statuses, strict=True):
         out.append(line)
+        reason = f"{row.outcome}: {row.reason}" if row.outcome != "ok" and row.reason else ""
         knobs = format_params(_varying(row, constant))
+        if status_below and not reason:
+            knobs = f"{status}: {knobs}" if knobs else status
         out += wrap.wrap(knobs) if knobs else []
-        if row.outcome != "ok" and row.reason:
-            out += wrap.wrap(f"{row.outcome}: {row.reason}")
+        out += wrap.wrap(reason) if reason else []
     return out
 
 

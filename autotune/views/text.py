@@ -1,19 +1,40 @@
-"""Human-readable text for a trial: its params, and what `autotune trial` prints without --json; and the
-warning of a study's listed kernel that no trial launched."""
+"""Human-readable text for a trial: its params, how far its step was from the GPU's limit, and what `autotune trial`
+prints without --json; and the warning of a study's listed kernel that no trial launched."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from autotune.measurement import TrialResult
-from autotune.numbers import number, quantity
+from autotune.measurement import MFU_METRIC, MODEL_FLOPS_METRIC, TFLOPS_METRIC, TrialResult
+from autotune.numbers import number, quantity, share
 
-__all__ = ["format_params", "trial_summary"]
+__all__ = ["flops_text", "format_params", "trial_summary"]
 
 
 def format_params(params: dict[str, Any]) -> str:
     """``key=value`` pairs, leaving out knobs left at PyTorch's own default (None)."""
     return " ".join(f"{key}={value}" for key, value in params.items() if value is not None)
+
+
+def flops_text(tflops: float | None, mfu: float | None) -> str:
+    """``632.8 TFLOP/s, 64% MFU``, ``0.0318 TFLOP/s`` where there is no MFU (a CPU, a GPU of unknown peak), or
+    nothing where the model FLOPs were not counted."""
+    if tflops is None:
+        return ""
+    return quantity(tflops, "TFLOP/s") + (f", {share(mfu)} MFU" if mfu is not None else "")
+
+
+def _flops_line(metrics: dict[str, Any]) -> str | None:
+    """The model FLOPs of a step, the TFLOP/s and MFU they make, against which peak; or why they were not counted."""
+    if (missing := metrics.get("flops_not_counted")) is not None:
+        return f"model FLOPs not counted: {missing}"
+    flops = metrics.get(MODEL_FLOPS_METRIC)
+    if flops is None:
+        return None
+    text = flops_text(metrics.get(TFLOPS_METRIC), metrics.get(MFU_METRIC))
+    peak = metrics.get("peak_tflops")
+    against = f" of {quantity(peak, 'TFLOP/s')} dense {metrics.get('peak_precision')}" if peak is not None else ""
+    return f"{text}{against}  ({number(flops / 1e12)} TFLOP a step)"
 
 
 def _energy_line(metrics: dict[str, Any]) -> str | None:
@@ -67,6 +88,7 @@ def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
         ("data wait", _data_wait_line(result)),
         ("peak memory", f"{m['peak_mem_gib']:.2f} GiB"),
         ("compile", f"{m['compile_s']:.1f} s  (first step {m['first_step_s']:.1f} s){_blocks_part(m)}"),
+        ("FLOPs", _flops_line(m)),
         ("energy", _energy_line(m)),
         ("overhead", f"{m['overhead_s']:.2f} s  (start {m['startup_s']:.2f} s, build {m['setup_s']:.2f} s)"),
         ("no-op knobs", m.get("noop_knobs")),

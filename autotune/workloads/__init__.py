@@ -1,7 +1,7 @@
 """Workloads: the model, batches and loss that a trial trains.
 
 A workload is a function ``build(preset: str, **params) -> Workload`` named either by a built-in
-name (``resnet50``, ``gpt2``) or as ``package.module:function``. The trial job calls it under
+name (``resnet50``, ``gpt2``, ``llama``) or as ``package.module:function``. The trial job calls it under
 ``with torch.device(device):``, so tensors created with the default device land on the GPU
 directly. It may also return a ``(model, make_batch, loss_fn)`` tuple. Example::
 
@@ -110,7 +110,9 @@ __all__ = [
     "KernelJob",
     "Workload",
     "build",
+    "check_preset",
     "coerce_param",
+    "presets",
     "resolve",
     "workload_params",
 ]
@@ -119,6 +121,7 @@ PRESETS = ("tiny", "small", "full")
 BUILTIN = {
     "resnet50": "autotune.workloads.resnet50:build",
     "gpt2": "autotune.workloads.gpt2:build",
+    "llama": "autotune.workloads.llama:build",
     "triton_matmul": "autotune.workloads.triton_matmul:build",
 }
 
@@ -187,6 +190,18 @@ def resolve(name: str) -> Callable[..., Any]:
     return func
 
 
+def presets(func: Callable[..., Any]) -> tuple[str, ...]:
+    """The presets a build function takes: its own ``presets`` attribute (``llama``: also 125m, 1b, 3b), else
+    :data:`PRESETS`."""
+    return tuple(getattr(func, "presets", PRESETS))
+
+
+def check_preset(name: str, preset: str, func: Callable[..., Any]) -> None:
+    """Raise :class:`AutotuneError` for a preset a built-in workload does not take (a user's may take any)."""
+    if name in BUILTIN and preset not in (known := presets(func)):
+        raise AutotuneError(f"preset {preset!r} is not valid: expected one of {', '.join(known)}")
+
+
 def workload_params(func: Callable[..., Any]) -> dict[str, Any]:
     """The tunable parameters a build function takes beyond ``preset``, with their defaults."""
     out: dict[str, Any] = {}
@@ -219,8 +234,7 @@ def coerce_param(name: str, value: Any, default: Any) -> Any:
 def build(name: str, preset: str, params: dict[str, Any], device: torch.device) -> Workload | KernelJob:
     """Build a workload on ``device``; a tuple result is wrapped into a :class:`Workload`."""
     func = resolve(name)
-    if name in BUILTIN and preset not in PRESETS:
-        raise AutotuneError(f"preset {preset!r} is not valid: expected one of {', '.join(PRESETS)}")
+    check_preset(name, preset, func)
     with torch.device(device):
         made = func(preset=preset, **params)
     if isinstance(made, tuple):

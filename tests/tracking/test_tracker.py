@@ -269,6 +269,17 @@ def test_finish_logs_summary_and_artifacts(tracking_uri: str, study: str, tmp_pa
     assert board.read_text() == "rank,trial\n1,0\n"
 
 
+def test_a_trial_run_carries_its_model_flops_tflops_and_mfu(tracking_uri: str, study: str) -> None:
+    tracker = SweepTracker(study, tracking_uri)
+    assert tracker.start({}, None) is not None
+    result = ok_result()
+    flops = {"model_flops_per_step": 134.67e12, "tflops": 632.8, "mfu": 0.6395, "peak_tflops": 989.5}
+    result.metrics |= {**flops, "peak_precision": "bf16"}
+    run = MlflowClient(tracking_uri).get_run(tracker.log_trial(record(0, result), None) or "")
+    assert flops.items() <= run.data.metrics.items()  # sortable columns, the model FLOPs exact
+    assert "peak_precision" not in run.data.metrics  # text is no metric
+
+
 # --------------------------------------------------------------------------- sqlite only
 
 

@@ -274,16 +274,22 @@ def test_a_real_sweep_with_a_constraint_reads_the_same_everywhere(tmp_path: Path
     number, value = winner.number, winner.value
     assert value is not None and winner.remeasured is not None  # re-measured: every view shows the median
 
+    tflops = winner.tflops  # its step's model FLOPs over its re-measured step time; no MFU on a CPU
+    assert tflops is not None and tflops > 0 and winner.mfu is None
     board = json.loads(run(tmp_path, ["leaderboard", "--study", "real", "--format", "json"]).stdout)
     assert (board[0]["trial"], board[0]["value"], board[0]["rank"]) == (number, value, 1)
+    assert (board[0]["tflops"], board[0]["mfu"]) == (tflops, None)
+    assert f"  {number_text(tflops)}    -" in run(tmp_path, ["leaderboard", "--study", "real"]).stdout
     status = run(tmp_path, ["status", "--study", "real"]).stdout
     assert f"best so far: t{number:03d} {number_text(value)}" in status and "1 broke a constraint" in status
     assert run(tmp_path, ["export", "--study", "real", "-o", "tuned.yaml"]).returncode == 0
     provenance = yaml.safe_load((tmp_path / "tuned.yaml").read_text())["provenance"]
     assert provenance["trial"] == number and provenance["metrics"]["throughput"] == value
     assert run(tmp_path, ["report", "--study", "real", "-o", "report.html", "--no-mlflow"]).returncode == 0
-    assert f"winner (trial {number})" in (tmp_path / "report.html").read_text()
+    page = (tmp_path / "report.html").read_text()
+    assert f"winner (trial {number})" in page and f"; {number_text(tflops)} TFLOP/s</p>" in page
     assert f"best: trial {number} ({number_text(value)}, median of 2 re-measurements" in swept.stdout
+    assert f"; {number_text(tflops)} TFLOP/s\n" in swept.stdout
 
     assert study.user_attrs[schema.STUDY_ATTR_WINNER]["trial"] == number  # where optuna-dashboard shows it
     assert (
@@ -299,9 +305,16 @@ def test_a_real_sweep_with_a_constraint_reads_the_same_everywhere(tmp_path: Path
     assert by_trial[infeasible[0].number].data.tags["autotune.feasible"] == "false"
     assert "speedup" not in by_trial[infeasible[0].number].data.metrics
     assert by_trial[number].data.metrics["remeasured_throughput"] == pytest.approx(value, rel=1e-5)
+    first = winner.first_metrics  # a trial's run has its own measurement, the re-measured median apart
+    assert by_trial[number].data.metrics["tflops"] == pytest.approx(first["tflops"], rel=1e-5)
+    assert by_trial[number].data.metrics["model_flops_per_step"] == first["model_flops_per_step"]
     parent = _search(tracking, role="sweep")[0]
     note = parent.data.tags["mlflow.note.content"]
     assert note.startswith(f"**Winner: trial {number}**") or note.startswith("**Winner: the PyTorch defaults**")
+    assert f"at {number_text(tflops)} TFLOP/s" in note.splitlines()[0]
+    assert (
+        parent.data.metrics["best_tflops"] == pytest.approx(tflops, rel=1e-5) and "best_mfu" not in parent.data.metrics
+    )
 
 
 def run(folder: Path, args: list[str]) -> subprocess.CompletedProcess[str]:

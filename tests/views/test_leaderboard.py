@@ -12,7 +12,7 @@ import pytest
 from recorded_studies import THROUGHPUT_AND_MEMORY, add_trial, failed, make_info, make_study, ok_result
 
 from autotune.errors import AutotuneError
-from autotune.measurement import Status
+from autotune.measurement import Status, TrialResult
 from autotune.records import StudyInfo, StudyRecords, TrialKind, schema
 from autotune.views.leaderboard import leaderboard, render
 
@@ -234,3 +234,43 @@ def test_render_rejects_bad_arguments(study: optuna.Study, info: StudyInfo) -> N
     with pytest.raises(AutotuneError, match="top=0"):
         render(rows, info, "table", top=0)
     assert "no measured trials" in render([], info, "table")
+
+
+def with_flops(result: TrialResult, tflops: float, mfu: float | None) -> TrialResult:
+    """``result`` of a training step whose model FLOPs were counted (``mfu`` None: a GPU of unknown peak)."""
+    result.metrics |= {"model_flops_per_step": tflops * result.metrics["step_ms_p50"] * 1e9, "tflops": tflops}
+    if mfu is not None:
+        result.metrics["mfu"] = mfu
+    return result
+
+
+def test_table_shows_tflops_and_mfu_within_100_columns(tmp_path: Path, info: StudyInfo) -> None:
+    s = make_study(tmp_path, info)
+    add_trial(s, info, with_flops(ok_result(1000.0, batch_size=128), 41.2, 0.0416), default=True)
+    remeasured = {"values": [2950.0, 3000.0, 3050.0], "median": 3000.0, "cv": 0.02, "metric": "throughput"}
+    winner = with_flops(ok_result(3000.0, precision="bf16", batch_size=256), 632.8, 0.6395)
+    add_trial(s, info, winner, remeasured=remeasured)
+    add_trial(s, info, with_flops(ok_result(2000.0, precision="fp16", batch_size=256), 12.5, None))
+    add_trial(s, info, failed(Status.OOM, "CUDA out of memory. Tried to allocate 2.00 GiB", batch_size=1024))
+    rows = leaderboard(s, info)
+    shown = [(r.trial, r.tflops, r.mfu) for r in rows]
+    assert shown == [(1, 632.8, 0.6395), (2, 12.5, None), (0, 41.2, 0.0416), (3, None, None)]
+    lines = render(rows, info, "table", width=100).splitlines()
+    assert max(map(len, lines)) <= 100
+    # Beside a re-measured value the figures fill the line: each trial's status heads its knobs, under them.
+    assert lines[1].split()[-2:] == ["TFLOP/s", "MFU"]
+    assert lines[2].split()[-2:] == ["632.8", "64%"] and lines[3].split() == [
+        "ok", "(median", "of", "3):", "precision=bf16", "batch_size=256"
+    ]  # fmt: skip
+    assert lines[4].split()[-2:] == ["12.5", "-"]  # no peak known: TFLOP/s alone
+    assert lines[6].split()[-2:] == ["41.2", "4%"] and lines[7].startswith("      ok (default): precision=default")
+    assert (
+        lines[8].split()[-2:] == ["-", "-"] and lines[10] == "      oom: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
+    assert {"tflops": 632.8, "mfu": 0.6395}.items() <= json.loads(render(rows, info, "json"))[0].items()
+    csv_rows = list(csv.DictReader(io.StringIO(render(rows, info, "csv"))))
+    assert (csv_rows[0]["tflops"], csv_rows[0]["mfu"]) == ("632.8", "0.6395")
+
+
+def test_table_has_no_flops_columns_where_no_trial_counted_them(study: optuna.Study, info: StudyInfo) -> None:
+    assert "TFLOP/s" not in render(leaderboard(study, info), info, "table", width=100)

@@ -22,6 +22,7 @@ from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepSummary
 from autotune.views.export import export
 from autotune.views.leaderboard import render, rows
+from autotune.views.text import flops_text
 
 __all__ = ["summarize", "summary_text", "winner_attr"]
 
@@ -42,6 +43,7 @@ def summarize(ctx: SweepContext, stop_reason: str, wall_s: float) -> SweepSummar
     if winner is not None:
         summary.best_trial, summary.best_value = winner.number, winner.value
         summary.best_value_is, summary.speedup = winner.value_is, records.speedup(winner)
+        summary.best_tflops, summary.best_mfu = winner.tflops, winner.mfu
         summary.start = winner.start_rehearsal
     table = rows(records)
     summary.leaderboard = render(table, ctx.info, "table", 10)
@@ -103,6 +105,8 @@ def _summary_metrics(summary: SweepSummary, winner: Any) -> dict[str, float]:
         "time_to_within_2pct_s": summary.to_within_2pct[0] if summary.to_within_2pct else None,
         "best_value": summary.best_value,
         "speedup_vs_default": summary.speedup,
+        "best_tflops": summary.best_tflops,
+        "best_mfu": summary.best_mfu,
     }
     if winner is not None and winner.remeasured is not None and winner.remeasured.cv is not None:
         metrics["best_remeasured_cv"] = winner.remeasured.cv
@@ -143,8 +147,10 @@ def summary_text(summary: SweepSummary, storage: str) -> str:
     ]
     if summary.best_trial is not None and summary.best_value is not None:
         speedup = f", {summary.speedup:.2f}x the PyTorch defaults" if summary.speedup else ""
+        limit = flops_text(summary.best_tflops, summary.best_mfu)
         lines.append(
             f"best: trial {summary.best_trial} ({number(summary.best_value)}, {summary.best_value_is}{speedup})"
+            + (f"; {limit}" if limit else "")
         )
     if summary.faster_infeasible:
         lines.append(f"{summary.faster_infeasible} trial(s) measured faster but broke a constraint: they do not rank")

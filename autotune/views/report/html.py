@@ -9,8 +9,9 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.offline
 
-from autotune.numbers import minutes, number
+from autotune.numbers import minutes, number, share
 from autotune.views.report.data import ReportData
+from autotune.views.text import flops_text
 
 __all__ = ["page"]
 
@@ -56,7 +57,9 @@ def _headline(data: ReportData) -> str:
     ]
     if w is not None:
         speedup = f", <b>{w.speedup:.2f}x</b> the PyTorch default" if w.speedup else ""
-        lines.append(f"winner: trial {w.trial}, {data.metric} <b>{_fmt(w.value)} {_esc(data.unit)}</b>{speedup}")
+        head = f"winner: trial {w.trial}, {data.metric} <b>{_fmt(w.value)} {_esc(data.unit)}</b>{speedup}"
+        limit = flops_text(w.tflops, w.mfu)
+        lines.append(head + (f"; {_esc(limit)}" if limit else ""))
     else:
         lines.append("no feasible ok trial yet: no winner")
     return "".join(f"<p>{line}</p>" for line in lines)
@@ -71,10 +74,17 @@ def _winner_section(data: ReportData) -> str:
     rows: list[list[Any]] = [[k, default_params.get(k, "-"), w.params.get(k, "-")] for k in knobs]
     rows.append([f"{data.metric} ({data.unit})", _fmt(d.value if d else None), _fmt(w.value)])
     rows.append(["speedup", "1.00x" if d is not None and d.ok else "-", f"{w.speedup:.2f}x" if w.speedup else "-"])
+    if w.tflops is not None or (d is not None and d.tflops is not None):
+        rows.append(["TFLOP/s (model FLOPs)", _fmt(d.tflops if d else None), _fmt(w.tflops)])
+        rows.append(["MFU (of the dense peak)", _percent(d.mfu if d else None), _percent(w.mfu)])
     default_head = f"PyTorch default (trial {d.trial})" if d is not None else "PyTorch default (not measured)"
     return _table(["", default_head, f"winner (trial {w.trial})"], rows) + (
         f"<p>Export it for production training:</p><pre>{_esc(data.export_command)}</pre>"
     )
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else share(value)
 
 
 def _environment(env: Mapping[str, Any]) -> str:

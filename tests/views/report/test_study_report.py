@@ -151,3 +151,22 @@ def test_a_500_trial_study_reports_in_seconds(tmp_path: Path) -> None:
         "throughput.png", "failures.png", "gpu_time.png", "importance.png", "slices.png"
     }  # fmt: skip
     assert_valid_pngs(report.pngs)
+
+
+def test_the_page_shows_the_winner_s_tflops_and_mfu_beside_the_default_s(tmp_path: Path) -> None:
+    info = make_info()
+    study = make_study(tmp_path / "s.db", info)
+    default, winner = result_for(DEFAULT), result_for({**DEFAULT, "batch_size": 256, "precision": "bf16"})
+    default.metrics |= {"model_flops_per_step": 4.1e12, "tflops": 41.2, "mfu": 0.04164}
+    winner.metrics |= {"model_flops_per_step": 4.1e12, "tflops": 632.8, "mfu": 0.6395}
+    add_measured(study, info, default, 20.0, default=True)
+    add_measured(study, info, winner, 40.0)
+    html = write_report(study, info, tmp_path / "report.html").html.read_text()
+    assert re.search(r"winner: trial 1, throughput <b>[\d,]+ images/s</b>, .*; 632.8 TFLOP/s, 64% MFU</p>", html)
+    assert "<tr><td>TFLOP/s (model FLOPs)</td><td>41.2</td><td>632.8</td></tr>" in html
+    assert "<tr><td>MFU (of the dense peak)</td><td>4%</td><td>64%</td></tr>" in html
+
+
+def test_the_page_has_no_flops_rows_where_none_were_counted(small: optuna.Study, tmp_path: Path) -> None:
+    html = write_report(small, make_info(), tmp_path / "report.html").html.read_text()
+    assert "TFLOP/s" not in html and "MFU" not in html
