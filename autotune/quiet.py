@@ -3,6 +3,9 @@
 - Inductor advises turning TF32 on at every graph it compiles on an Ampere-or-newer GPU while matmuls run in full
   fp32. In a trial, a compile ahead or a rehearsed start, the precision knob decides TF32 on purpose and the search
   measures both, so the advice only repeats itself (an H200 sweep printed it once per graph compiled ahead).
+- torchao's import logs a warning per C++ extension its wheel carries that this machine cannot load (its CUDA-only
+  kernels, on a CPU), and torch warns of the enums torchao registers with its pytree: float8 trials run the same
+  either way, and a CPU trial printed five such lines.
 - Python's multiprocessing resource tracker warns at exit of "leaked semaphore objects" that trial processes ended
   by their hard stop left registered. The tracker unlinks them as it warns: nothing is lost, and the line closed
   every GPU sweep.
@@ -10,10 +13,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 import warnings
+from collections.abc import Iterator
 
-__all__ = ["quiet_resource_tracker", "quiet_tf32_hint"]
+__all__ = ["quiet_resource_tracker", "quiet_tf32_hint", "quiet_torchao_import"]
 
 # Inductor's advice (torch/_inductor/compile_fx.py), printed once per process that compiles without TF32.
 _TF32_HINT = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
@@ -32,3 +38,17 @@ def quiet_resource_tracker() -> None:
     (the tracker takes this process's warning options when it starts)."""
     if _TRACKER_FILTER not in sys.warnoptions:
         sys.warnoptions.append(_TRACKER_FILTER)
+
+
+@contextlib.contextmanager
+def quiet_torchao_import() -> Iterator[None]:
+    """Around the first import of torchao: its loggers, and torch's pytree's, say only errors."""
+    loggers = [logging.getLogger(name) for name in ("torchao", "torch.utils._pytree")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)

@@ -31,6 +31,7 @@ import torch
 
 from autotune.errors import AutotuneError, InvalidCombination
 from autotune.knobs.spec import KnobSpec
+from autotune.quiet import quiet_torchao_import
 
 __all__ = [
     "FLOAT8",
@@ -238,9 +239,16 @@ def _size_rule(recipe: str) -> Callable[[torch.nn.Module, str], bool]:
     """torchao's own rule of which layers are large enough for ``recipe`` to gain (its ``_auto_filter_for_recipe``:
     both dimensions multiples of 16, and above thresholds it measured on H100s). ``rowwise_with_gw_hp`` has no rule of
     its own there; it runs the rowwise GEMMs for the output and the input gradient, so rowwise's thresholds apply."""
-    from torchao.float8 import _auto_filter_for_recipe
+    rule_of = "rowwise" if recipe == "rowwise_with_gw_hp" else recipe
+    return _float8_api()._auto_filter_for_recipe(rule_of, filter_fqns=[])
 
-    return _auto_filter_for_recipe("rowwise" if recipe == "rowwise_with_gw_hp" else recipe, filter_fqns=[])
+
+def _float8_api() -> Any:
+    """``torchao.float8``, imported on first use (torchao is an optional extra), its import-time chatter quieted."""
+    with quiet_torchao_import():
+        import torchao.float8
+
+    return torchao.float8
 
 
 def _fits_fp8(linear: torch.nn.Linear) -> bool:
@@ -281,12 +289,11 @@ def convert(
     missing = torchao_missing()
     if missing is not None:
         raise AutotuneError(missing)
-    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-
+    api = _float8_api()
     chosen = set(chosen_layers(model, recipe, layer_filter))
     emulate = device_type != "cuda"  # no FP8 GEMM on a CPU; a GPU always runs the real one
-    config = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
-    model = convert_to_float8_training(model, config=config, module_filter_fn=lambda _, name: name in chosen)
+    config = dataclasses.replace(api.Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
+    model = api.convert_to_float8_training(model, config=config, module_filter_fn=lambda _, name: name in chosen)
     if emulate:
         _autocast_inputs_on_cpu(model, chosen)
     return model, tuple(name for name, _ in model.named_modules() if name in chosen)
