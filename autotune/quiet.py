@@ -42,13 +42,16 @@ def quiet_resource_tracker() -> None:
 
 @contextlib.contextmanager
 def quiet_torchao_import() -> Iterator[None]:
-    """Around the first import of torchao: its loggers, and torch's pytree's, say only errors."""
+    """Around the first import of torchao: its loggers, and torch's pytree's, say only errors, and the SyntaxWarning
+    Python 3.12 raises compiling one of torchao's docstrings (an image without its bytecode) is not shown."""
     loggers = [logging.getLogger(name) for name in ("torchao", "torch.utils._pytree")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.ERROR)
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            yield
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)

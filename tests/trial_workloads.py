@@ -276,7 +276,7 @@ def tiny_attention(preset: str = "tiny") -> Workload:
     return Workload(AttentionStack(), attention_batch, F.cross_entropy, default_batch_size=8)
 
 
-WIDE = 1040  # past the 1024 outputs under which torchao's tensorwise rule leaves a layer in bf16, a multiple of 16
+WIDE = 3072  # the smallest square Linear float8's tensorwise rule converts (autotune.knobs.float8.MIN_WEIGHT)
 
 
 def wide_layers() -> torch.nn.Sequential:
@@ -284,7 +284,7 @@ def wide_layers() -> torch.nn.Sequential:
     too small, ``lm_head`` the output head (a multiple of 16 wide, so a pattern may name it)."""
     return torch.nn.Sequential(
         OrderedDict(
-            up=torch.nn.Linear(64, WIDE),
+            up=torch.nn.Linear(WIDE, WIDE),
             act=torch.nn.ReLU(),
             mix=torch.nn.Linear(WIDE, WIDE),
             act2=torch.nn.ReLU(),
@@ -298,6 +298,6 @@ def wide_mlp(preset: str = "tiny") -> Workload:
     """:func:`wide_layers` trained on random batches: the float8 trials' workload (a CPU step of milliseconds)."""
 
     def make_batch(batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.randn(batch_size, 64, device=device), torch.randint(0, 16, (batch_size,), device=device)
+        return torch.randn(batch_size, WIDE, device=device), torch.randint(0, 16, (batch_size,), device=device)
 
     return Workload(wide_layers(), make_batch, F.cross_entropy, default_batch_size=16)

@@ -6,9 +6,10 @@
   8.9 or more (Ada, Hopper, Blackwell). On a CPU torchao emulates the FP8 GEMMs, so CPU trials and tests run it; a
   GPU never emulates.
 - ``float8_filter``: which Linear layers are converted (:class:`LayerFilter`), set by the space's ``float8_filter:``
-  key and carried by a trial's params to ``autotune export`` and ``cfg.apply()``. Unset: the layers torchao's own
-  size rule for the recipe admits, the output head left out (FP8 on the logits costs accuracy for a small share of
-  the step). ``include`` patterns choose layers by name instead; ``exclude`` patterns are never converted.
+  key and carried by a trial's params to ``autotune export`` and ``cfg.apply()``. Unset: the layers large enough
+  for the recipe to gain (:data:`MIN_WEIGHT`, measured), the output head left out (FP8 on the logits costs
+  accuracy for a small share of the step). ``include`` patterns choose layers by name instead; ``exclude``
+  patterns are never converted.
 
 :func:`convert` swaps the chosen layers for torchao's ``Float8Linear`` in place, before the model is compiled
 (torchao's and torchtitan's order: convert, then ``torch.compile``); the layers keep their parameters, so an
@@ -23,7 +24,7 @@ import fnmatch
 import importlib.metadata
 import importlib.util
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "FLOAT8_RECIPES",
     "INSTALL",
     "MIN_CAPABILITY",
+    "MIN_WEIGHT",
     "LayerFilter",
     "check",
     "chosen_layers",
@@ -60,6 +62,12 @@ HEAD_NAMES = ("lm_head", "output", "head", "classifier")
 # FP8 GEMMs (torch._scaled_mm) need both dimensions of the weight to be multiples of 16; a layer named by an
 # ``include`` pattern that is not is left in bf16 rather than fail.
 FP8_MULTIPLE = 16
+# The smallest weight (in_features x out_features) on which each recipe gained, measured on an H200 with
+# scripts/float8_layer_benchmark.py: one Linear's compiled forward and backward over 16,384 tokens, against bf16
+# (BENCHMARKS.md). tensorwise: 1.14x at 3072x3072, but 0.63x at 2048x2048, a layer torchao's own rule (tuned on
+# H100s) converts. rowwise: 1.19x at 3072x8192 and 1.36x at 8192x8192, but 0.94x at 3072x3072 and 0.92x at 8192 in,
+# 2048 out. rowwise_with_gw_hp runs rowwise's GEMMs for the output and the input gradient, so rowwise's bound.
+MIN_WEIGHT = {"tensorwise": 3072 * 3072, "rowwise": 3072 * 8192, "rowwise_with_gw_hp": 3072 * 8192}
 _SEPARATORS = (",", ";", "=")  # the text form's own: a pattern may not contain them
 
 FLOAT8 = KnobSpec(
@@ -71,7 +79,7 @@ FLOAT8 = KnobSpec(
 class LayerFilter:
     """Which Linear layers ``float8`` converts, by their names in ``model.named_modules()`` (fnmatch patterns).
 
-    No ``include``: the layers torchao's size rule for the recipe admits, the output head left out
+    No ``include``: the layers large enough for the recipe to gain (:data:`MIN_WEIGHT`), the output head left out
     (:func:`head_layers`). With ``include``: exactly the layers whose name matches one of its patterns (the size
     and head rules are not applied). ``exclude``: never these, in either case.
 
@@ -235,12 +243,8 @@ def head_layers(model: torch.nn.Module) -> set[str]:
     return heads | set(names[-1:])
 
 
-def _size_rule(recipe: str) -> Callable[[torch.nn.Module, str], bool]:
-    """torchao's own rule of which layers are large enough for ``recipe`` to gain (its ``_auto_filter_for_recipe``:
-    both dimensions multiples of 16, and above thresholds it measured on H100s). ``rowwise_with_gw_hp`` has no rule of
-    its own there; it runs the rowwise GEMMs for the output and the input gradient, so rowwise's thresholds apply."""
-    rule_of = "rowwise" if recipe == "rowwise_with_gw_hp" else recipe
-    return _float8_api()._auto_filter_for_recipe(rule_of, filter_fqns=[])
+def _large_enough(linear: torch.nn.Linear, recipe: str) -> bool:
+    return _fits_fp8(linear) and linear.in_features * linear.out_features >= MIN_WEIGHT[recipe]
 
 
 def _float8_api() -> Any:
@@ -260,9 +264,8 @@ def chosen_layers(model: torch.nn.Module, recipe: str, layer_filter: LayerFilter
     if layer_filter.include:
         picked = [name for name, linear in _linears(model) if layer_filter.includes(name) and _fits_fp8(linear)]
     else:
-        large_enough = _size_rule(recipe)
         heads = head_layers(model)
-        picked = [name for name, linear in _linears(model) if name not in heads and large_enough(linear, name)]
+        picked = [name for name, linear in _linears(model) if name not in heads and _large_enough(linear, recipe)]
     return [name for name in picked if not layer_filter.excludes(name)]
 
 

@@ -29,9 +29,11 @@ __all__ = [
 
 # First-step loss vs the strict-fp32 reference on the same weights and batch: relative error allowed.
 LOSS_TOLERANCE = {"fp32": 1e-3, "default": 1e-2, "tf32": 1e-2, "fp16": 3e-2, "bf16": 5e-2}
-# The same for a float8 trial (any recipe; float8 runs in bf16 autocast): twice bf16's, for FP8's 3-bit (e4m3)
-# mantissa on the converted layers' GEMMs. Provisional until calibrated on GPU runs of float8 trials.
-FLOAT8_LOSS_TOLERANCE = 1e-1
+# The same for a float8 trial (any recipe; float8 runs in bf16 autocast): bf16's. On an H200 the 1B llama's first
+# step (batch 4, sequence 2048, its 80 or 32 largest layers in FP8) was 2.2e-4 from the fp32 reference in tensorwise
+# and 8.0e-5 in rowwise, far inside it: FP8's scaled GEMMs need no looser guard, and a broken conversion (NaN,
+# unscaled overflow) still lands far outside.
+FLOAT8_LOSS_TOLERANCE = LOSS_TOLERANCE["bf16"]
 
 
 def pair(batch: Any) -> tuple[Any, Any]:

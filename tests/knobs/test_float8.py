@@ -10,12 +10,12 @@ import pytest
 import torch
 from pythonpath import child_env
 from torch.nn import functional as F
-from trial_workloads import wide_layers
+from trial_workloads import WIDE, wide_layers
 
-from autotune.errors import AutotuneError, InvalidCombination
+from autotune.errors import AutotuneError, InvalidCombination, NumericsError
 from autotune.knobs import Knobs, apply
 from autotune.knobs.float8 import FLOAT8_RECIPES, LayerFilter, chosen_layers, converted_share, head_layers
-from autotune.trial.numerics import FLOAT8_LOSS_TOLERANCE, LOSS_TOLERANCE, loss_tolerance
+from autotune.trial.numerics import FLOAT8_LOSS_TOLERANCE, LOSS_TOLERANCE, check_first_loss, loss_tolerance
 
 RECIPES = [recipe for recipe in FLOAT8_RECIPES if recipe != "none"]
 
@@ -34,7 +34,7 @@ def test_a_float8_step_computes_close_to_bf16(recipe: str) -> None:
     model = wide_layers()
     twin = wide_layers()
     twin.load_state_dict(model.state_dict())
-    inputs, targets = torch.randn(32, 64), torch.randint(0, 16, (32,))
+    inputs, targets = torch.randn(32, WIDE), torch.randint(0, 16, (32,))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         reference = F.cross_entropy(twin(inputs), targets)
     everything = {"float8_filter": {"include": ["*"]}}  # every layer, so every GEMM of the step is in FP8
@@ -51,11 +51,11 @@ def test_the_default_filter_leaves_out_small_layers_and_the_head() -> None:
     model = wide_layers()
     assert head_layers(model) == {"lm_head"}
     assert chosen_layers(model, "tensorwise", LayerFilter()) == ["up", "mix"]  # narrow: 48 outputs, too small
-    # torchao's rowwise rule wants more than 2048 outputs; rowwise_with_gw_hp runs rowwise's GEMMs, so its rule too
+    # rowwise gains on larger layers only; rowwise_with_gw_hp runs rowwise's GEMMs, so its rule too
     assert chosen_layers(model, "rowwise", LayerFilter()) == chosen_layers(model, "rowwise_with_gw_hp", LayerFilter())
     assert chosen_layers(model, "rowwise", LayerFilter()) == []
-    up, mix = 64 * 1040, 1040 * 1040
-    assert converted_share(model) == pytest.approx((up + mix) / (up + mix + 1040 * 48 + 48 * 16))
+    up = mix = WIDE * WIDE
+    assert converted_share(model) == pytest.approx((up + mix) / (up + mix + WIDE * 48 + 48 * 16))
 
 
 def test_a_filter_chooses_by_name_and_excludes_after_either_rule() -> None:
@@ -118,9 +118,11 @@ def test_a_bad_filter_is_named(value: object, message: str) -> None:
     assert message in str(raised.value)
 
 
-def test_float8_trials_have_their_own_loss_tolerance() -> None:
-    assert loss_tolerance("bf16") == LOSS_TOLERANCE["bf16"]
-    assert loss_tolerance("bf16", "rowwise") == FLOAT8_LOSS_TOLERANCE > LOSS_TOLERANCE["bf16"]
+def test_the_numerics_guard_holds_float8_trials_to_bf16s_tolerance() -> None:
+    assert loss_tolerance("bf16", "rowwise") == FLOAT8_LOSS_TOLERANCE == LOSS_TOLERANCE["bf16"]
+    assert check_first_loss(10.4, 10.0, "bf16", "tensorwise") == pytest.approx(0.04)
+    with pytest.raises(NumericsError, match=r"relative error 0.06 > 0.05 allowed for precision=bf16, float8=rowwise"):
+        check_first_loss(10.6, 10.0, "bf16", "rowwise")
 
 
 def test_autotune_imports_torchao_only_where_float8_converts() -> None:
