@@ -153,7 +153,7 @@ def test_on_a_gpu_float8_runs_fp8_gemms_never_emulated() -> None:
     assert nvml_lacks_float8("cuda") is None
     torch.manual_seed(0)
     model = wide_layers().cuda()
-    inputs, targets = torch.randn(64, 64, device="cuda"), torch.randint(0, 16, (64,), device="cuda")
+    inputs, targets = torch.randn(64, WIDE, device="cuda"), torch.randint(0, 16, (64,), device="cuda")
     with torch.autocast("cuda", dtype=torch.bfloat16):
         reference = float(F.cross_entropy(model(inputs), targets))
     trained, ctx = apply(model, torch.optim.AdamW(model.parameters()), knobs(), "cuda")
