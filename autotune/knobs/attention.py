@@ -21,13 +21,14 @@ SDPA is unaffected.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from autotune.knobs.spec import KnobSpec
 
-__all__ = ["ATTENTION_BACKEND", "ATTENTION_BACKENDS", "CANNOT_RUN", "backend_context"]
+__all__ = ["ATTENTION_BACKEND", "ATTENTION_BACKENDS", "CANNOT_RUN", "backend_context", "cannot_run", "kernel_setting"]
 
 _BACKENDS = {
     "flash": SDPBackend.FLASH_ATTENTION,
@@ -45,6 +46,22 @@ ATTENTION_BACKEND = KnobSpec(
 # What PyTorch says when no allowed SDPA kernel can run a call (aten's attention.cpp; on a GPU each refused kernel's
 # reason comes before it as a warning): the configuration cannot run, it did not crash.
 CANNOT_RUN = ("no viable backend for scaled_dot_product_attention", "no available kernel. aborting execution")
+
+
+def cannot_run(reason: str | None) -> bool:
+    """Whether a failed trial's reason is PyTorch saying the pinned attention kernel cannot run its calls."""
+    return reason is not None and any(text in reason.lower() for text in CANNOT_RUN)
+
+
+def kernel_setting(params: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The pinned attention kernel of ``params`` and the precision its attention computes in, which together decide
+    whether it can run a model's calls (flash takes half precision only; efficient and flash no grouped-query heads):
+    a setting that failed so once fails so again. None where no kernel is pinned."""
+    backend = str(params.get("attention_backend", "auto"))
+    if backend == "auto":
+        return None
+    precision = str(params.get("precision", "default"))
+    return backend, precision if precision in ("bf16", "fp16") else "fp32"
 
 
 def backend_context(backend: str) -> contextlib.AbstractContextManager[Any]:

@@ -5,7 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pytest
+from study_records import measured_records
+from sweep_processes import load_study, run, sweep_args
 
+from autotune.measurement import Status
 from autotune.records import StudyRecords, TrialKind
 from autotune.space import load_space
 from autotune.storage.rdb import open_storage
@@ -47,3 +51,28 @@ def test_without_a_budget_both_run(tmp_path: Path) -> None:
     first, second = _proposer(tmp_path, "host:1", None), _proposer(tmp_path, "host:2", None)
     first.propose(first.ask())
     assert second.propose(second.ask()).kind is not TrialKind.SURPLUS
+
+
+KERNELS = """\
+workload: {name: "trial_workloads:tiny_attention", preset: tiny}
+device: cpu
+budget: {trials: 4, trial_timeout: 2m}
+sampler: {name: random, seed: 0}
+params:
+  batch_size: {choices: [4, 8, 12], default: 8}
+  attention_backend: {choices: [efficient, math], default: math}
+"""
+
+
+@pytest.mark.slow
+def test_an_attention_kernel_that_cannot_run_is_measured_once(tmp_path: Path) -> None:
+    (tmp_path / "kernels.yaml").write_text(KERNELS)
+    done = run(tmp_path, sweep_args(tmp_path / "kernels.yaml"))
+    assert done.returncode == 0, done.stderr
+    measured = measured_records(load_study(tmp_path, "kernels"))
+    efficient = [r for r in measured if r.params["attention_backend"] == "efficient"]
+    # the CPU has no memory-efficient kernel: one trial learns it, and the budget goes to the kernel that runs
+    assert len(efficient) == 1 and efficient[0].result is not None
+    assert efficient[0].result.status is Status.INVALID
+    assert len(measured) == 4
+    assert "attention_backend=efficient cannot run this model's attention in fp32 (trial" in done.stderr

@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 from optuna.trial import Trial, TrialState
 
+from autotune.knobs.attention import cannot_run, kernel_setting
 from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, TrialKind, TrialRecord, schema
 from autotune.space import Space
@@ -107,7 +108,30 @@ class Proposer:
         if not feasible:
             answer = TrialResult.failed(Status.INVALID, f"rejected by rule: {rule}", params)
             return Proposal(trial, params, TrialKind.REJECTED, answer)
+        if (failed := self._kernel_failed(params)) is not None:
+            backend, precision = kernel_setting(failed.params) or ("", "")
+            said = f"attention_backend={backend} cannot run this model's attention in {precision}"
+            reason = f"{said} (trial {failed.number})"
+            return Proposal(trial, params, TrialKind.REJECTED, TrialResult.failed(Status.INVALID, reason, params))
         return Proposal(trial, params, TrialKind.MEASURED)
+
+    def _kernel_failed(self, params: dict[str, Any]) -> TrialRecord | None:
+        """The measured trial whose pinned attention kernel could not run this model in the precision ``params`` ask
+        for: the same setting fails again, so it is answered without a run (free, like a rule's rejection)."""
+        setting = kernel_setting(params)
+        if setting is None:
+            return None
+        return next(
+            (
+                record
+                for record in self.records.measured
+                if record.result is not None
+                and record.result.status is Status.INVALID
+                and cannot_run(record.result.reason)
+                and kernel_setting(record.params) == setting
+            ),
+            None,
+        )
 
     def _queue_untried(self, proposal: Proposal) -> None:
         """Queue the untried configuration nearest to ``proposal``'s, so the next ask measures it.
