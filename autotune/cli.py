@@ -282,14 +282,12 @@ def _sweep_options(parsed: dict[str, Any]) -> dict[str, Any]:
 @_names_storage_faults
 def sweep(space_file: Path, **flags: Any) -> None:
     """Search SPACE_FILE with Optuna, each trial an isolated measured job; re-run the command to resume."""
-    from autotune.space import load_space, machine_problems
+    from autotune.space import load_space
     from autotune.sweep import SweepOptions, run_sweep
     from autotune.sweep.stages.summary import summary_text
 
     space = load_space(space_file, replay=flags["replay"] is not None)
     options = SweepOptions(**_sweep_options(flags))
-    if options.replay is None and (problems := machine_problems(space, options.device)):
-        raise AutotuneError("\n".join(problems))  # before the study opens: no trial of it could run here
     summary = run_sweep(space, options)
     click.echo(summary_text(summary, options.storage))
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import optuna
 
-from autotune.space import Space
+from autotune.errors import AutotuneError
+from autotune.space import Space, machine_problems
 from autotune.sweep.gpus.orchestrator import run_on_gpus
 from autotune.sweep.loop import Sweep
 from autotune.sweep.measurers import replay_executor, trial_executor
@@ -27,8 +28,12 @@ def run_sweep(
     """Run (or resume) the sweep of ``space`` until its budget, its time limit or exhaustion.
 
     ``sampler`` overrides the space's (the search benchmark compares samplers this way). With
-    ``options.gpus``, one worker process per GPU runs the sweep (:mod:`autotune.sweep.gpus.orchestrator`).
+    ``options.gpus``, one worker process per GPU runs the sweep (:mod:`autotune.sweep.gpus.orchestrator`). A space
+    whose trials this machine cannot run (float8 without torchao, or on a GPU without FP8) raises AutotuneError
+    before the study opens.
     """
+    if options.replay is None and (problems := machine_problems(space, options.device)):
+        raise AutotuneError("\n".join(problems))
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress lines say what matters
     if options.gpus:
         if sampler is not None:
