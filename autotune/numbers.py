@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["duration", "minutes", "number", "quantity", "ratio", "share"]
+__all__ = ["duration", "flops_text", "minutes", "number", "quantity", "ratio", "share"]
 
 _SIGNIFICANT = 4  # below 1,000: 8.884 ms, 59.77 GiB, 0.06123 J/sample
 
@@ -56,3 +56,11 @@ def duration(seconds: float) -> str:
 def minutes(seconds: float) -> str:
     """A sum of trial time, as the summary's time shares give it: ``12.4 min``."""
     return f"{seconds / 60:.1f} min"
+
+
+def flops_text(tflops: float | None, mfu: float | None) -> str:
+    """``632.8 TFLOP/s, 64% MFU``, ``0.0318 TFLOP/s`` where there is no MFU (a CPU, a GPU of unknown peak), or
+    nothing where the model FLOPs were not counted."""
+    if tflops is None:
+        return ""
+    return quantity(tflops, "TFLOP/s") + (f", {share(mfu)} MFU" if mfu is not None else "")

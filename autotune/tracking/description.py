@@ -15,11 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autotune.labels import trial_run_name
-from autotune.numbers import quantity
+from autotune.numbers import flops_text, quantity
 from autotune.records import StudyRecords, TrialRecord
 from autotune.records.answers import kernel_never_run_warning
 from autotune.tracking.ui import artifact_link, runs_link
-from autotune.views.text import flops_text
 
 __all__ = ["SweepFacts", "ended", "finished", "running"]
 

@@ -6,22 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.measurement import MFU_METRIC, MODEL_FLOPS_METRIC, TFLOPS_METRIC, TrialResult
-from autotune.numbers import number, quantity, share
+from autotune.numbers import flops_text, number, quantity
 
-__all__ = ["flops_text", "format_params", "trial_summary"]
+__all__ = ["format_params", "trial_summary"]
 
 
 def format_params(params: dict[str, Any]) -> str:
     """``key=value`` pairs, leaving out knobs left at PyTorch's own default (None)."""
     return " ".join(f"{key}={value}" for key, value in params.items() if value is not None)
-
-
-def flops_text(tflops: float | None, mfu: float | None) -> str:
-    """``632.8 TFLOP/s, 64% MFU``, ``0.0318 TFLOP/s`` where there is no MFU (a CPU, a GPU of unknown peak), or
-    nothing where the model FLOPs were not counted."""
-    if tflops is None:
-        return ""
-    return quantity(tflops, "TFLOP/s") + (f", {share(mfu)} MFU" if mfu is not None else "")
 
 
 def _flops_line(metrics: dict[str, Any]) -> str | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError
-from autotune.numbers import minutes, number
+from autotune.numbers import flops_text, minutes, number
 from autotune.records import StudyRecords, schema
 from autotune.records.answers import kernel_never_run_warning
 from autotune.storage.studies import DEFAULT_STORAGE, redact_url
@@ -22,7 +22,6 @@ from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepSummary
 from autotune.views.export import export
 from autotune.views.leaderboard import render, rows
-from autotune.views.text import flops_text
 
 __all__ = ["summarize", "summary_text", "winner_attr"]
 

@@ -9,9 +9,8 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.offline
 
-from autotune.numbers import minutes, number, share
+from autotune.numbers import flops_text, minutes, number, share
 from autotune.views.report.data import ReportData
-from autotune.views.text import flops_text
 
 __all__ = ["page"]
 
