@@ -23,6 +23,7 @@ backend flags are the user's (``cfg.apply(model)`` on the LightningModule), so a
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -60,6 +61,19 @@ def _hf_matmul_precision(value: str, tuned: Mapping[str, Any]) -> dict[str, Any]
     return {"tf32": False} if tuned["precision"] == "fp32" else None
 
 
+def _hf_checkpointing(value: str) -> dict[str, Any] | None:
+    # The Trainer checkpoints each transformers layer whole, non-reentrant as the trials did; selective is cfg.apply's.
+    # transformers renamed gradient_checkpointing to activation_checkpointing (the installed 5.25 warns for the old
+    # name); one older than the rename takes the old name only.
+    if value != "full":
+        return None
+    from transformers import TrainingArguments  # deferred: only a config that checkpoints needs it here
+
+    renamed = "activation_checkpointing" in {field.name for field in dataclasses.fields(TrainingArguments)}
+    name = "activation_checkpointing" if renamed else "gradient_checkpointing"
+    return {name: True, f"{name}_kwargs": {"use_reentrant": False}}
+
+
 _HF: dict[str, Express] = {
     "batch_size": lambda v, _: {"per_device_train_batch_size": v},
     "precision": lambda v, _: _HF_PRECISION[v],
@@ -71,12 +85,7 @@ _HF: dict[str, Express] = {
         {"torch_compile": True, "torch_compile_mode": v} if tuned["compile_scope"] == "model" else None
     ),
     "fused_optimizer": lambda v, _: {"optim": "adamw_torch_fused"},  # every trial trains with AdamW
-    # The Trainer checkpoints each transformers layer whole, non-reentrant as the trials did; selective is cfg.apply's.
-    "activation_checkpointing": lambda v, _: (
-        {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
-        if v == "full"
-        else None
-    ),
+    "activation_checkpointing": lambda v, _: _hf_checkpointing(v),
     "num_workers": lambda v, _: {"dataloader_num_workers": v},
     "pin_memory": lambda v, _: {"dataloader_pin_memory": v},
     "prefetch_factor": lambda v, _: {"dataloader_prefetch_factor": v},

@@ -355,14 +355,14 @@ def test_lightning_trainer_fits_with_the_tuned_arguments(tmp_path: Path) -> None
 def test_hf_checkpoints_layers_whole_and_leaves_the_step_contexts_knobs_to_apply(tmp_path: Path) -> None:
     full = {"activation_checkpointing": "full", "compile_mode": "default", "activation_memory_budget": 0.5}
     kwargs, warned = framework_warnings(hf_training_args, {**full, "attention_backend": "flash"})
-    assert kwargs["gradient_checkpointing"] is True
-    assert kwargs["gradient_checkpointing_kwargs"] == {"use_reentrant": False}
+    assert kwargs["activation_checkpointing"] is True
+    assert kwargs["activation_checkpointing_kwargs"] == {"use_reentrant": False}
     assert len(warned) == 1 and warned[0].unexpressed == ("activation_memory_budget", "attention_backend")
     message = str(warned[0])
     assert "activation_memory_budget=0.5 -> cfg.apply(model); its step_ctx.autocast() sets the budget" in message
     assert "attention_backend=flash -> cfg.apply(model); its step_ctx.autocast() and step_ctx.backward()" in message
     args = hf_args(tmp_path, **kwargs)
-    assert args.gradient_checkpointing is True
+    assert args.activation_checkpointing is True
     _, warned = framework_warnings(hf_training_args, {"activation_checkpointing": "selective"})
     assert warned[0].unexpressed == ("activation_checkpointing",)
     assert "wraps each repeated block's forward in place" in str(warned[0])
