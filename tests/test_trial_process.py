@@ -261,7 +261,7 @@ def _server_state() -> dict[str, object]:
 _SERVER_STATE = """
 import json, sys
 from autotune.trial_process import TrialRunner
-from test_runner import _server_state
+from test_trial_process import _server_state
 
 outcome = TrialRunner(compiles=sys.argv[1] == "compiles").call(_server_state, (), 120)
 assert outcome.failure is None and not outcome.timed_out, outcome
