@@ -262,15 +262,7 @@ def _range_param(name: str, raw: dict[Any, Any], where: str, report: _Report) ->
 
 def _range_allowed(name: str, low: int | float, high: int | float, where: str, report: _Report) -> bool:
     knob = KNOB_SPECS.get(name)
-    if knob is not None and knob.kind is float:
-        return _float_range_allowed(knob, low, high, where, report)
-    if knob is not None and knob.kind is not int:
-        allowed = ", ".join(_show(c) for c in knob.choices or ())
-        report.add(where, f"{name} takes one of {allowed}: a low/high range is not valid")
-        return False
-    lowest = knob.minimum if knob is not None and knob.minimum is not None else 1
-    if knob is not None and not (isinstance(low, int) and isinstance(high, int) and low >= lowest):
-        report.add(where, f"{name} takes {_int_range(lowest, plural=True)}: low={low}, high={high} are not")
+    if knob is not None and not _knob_takes_range(knob, low, high, where, report):
         return False
     if low > high:
         report.add(where, f"low={low} is greater than high={high}")
@@ -278,14 +270,23 @@ def _range_allowed(name: str, low: int | float, high: int | float, where: str, r
     return True
 
 
-def _float_range_allowed(knob: KnobSpec, low: int | float, high: int | float, where: str, report: _Report) -> bool:
-    """A float knob's range: within the knob's bounds, low first."""
-    outside = (knob.minimum is not None and low < knob.minimum) or (knob.maximum is not None and high > knob.maximum)
-    if outside:
-        report.add(where, f"{knob.name} takes numbers {bounds_text(knob)}: low={low}, high={high} are not")
+def _knob_takes_range(knob: KnobSpec, low: int | float, high: int | float, where: str, report: _Report) -> bool:
+    """Whether ``knob`` takes a low/high range with these ends: a float knob within its bounds, an int knob in ints
+    from its minimum; a knob of choices none."""
+    if knob.kind is float:
+        outside = (knob.minimum is not None and low < knob.minimum) or (
+            knob.maximum is not None and high > knob.maximum
+        )
+        if outside:
+            report.add(where, f"{knob.name} takes numbers {bounds_text(knob)}: low={low}, high={high} are not")
+        return not outside
+    if knob.kind is not int:
+        allowed = ", ".join(_show(c) for c in knob.choices or ())
+        report.add(where, f"{knob.name} takes one of {allowed}: a low/high range is not valid")
         return False
-    if low > high:
-        report.add(where, f"low={low} is greater than high={high}")
+    lowest = knob.minimum if knob.minimum is not None else 1
+    if not (isinstance(low, int) and isinstance(high, int) and low >= lowest):
+        report.add(where, f"{knob.name} takes {_int_range(lowest, plural=True)}: low={low}, high={high} are not")
         return False
     return True
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from autotune.errors import AutotuneError, NumericsError, first_line
-from autotune.knobs.attention import CANNOT_RUN as ATTENTION_CANNOT_RUN
+from autotune.knobs.attention import cannot_run
 from autotune.measurement import Status
 
 __all__ = ["classify"]
@@ -32,7 +32,7 @@ def _is_oom(exc: BaseException) -> bool:
 def _cannot_run(exc: BaseException) -> bool:
     """A configuration this device cannot run (an attention kernel pinned for shapes it does not take), raised as a
     RuntimeError by PyTorch, also through the compiler's tracing: invalid, not a crash."""
-    return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in ATTENTION_CANNOT_RUN)
+    return isinstance(exc, RuntimeError) and cannot_run(str(exc))
 
 
 def classify(exc: BaseException) -> tuple[Status, str]:

@@ -81,16 +81,19 @@ def _check_indices(text: str, entries: tuple[str, ...]) -> None:
     """Refuse indices past the GPUs NVML counts (a typo, or a command copied from a larger box) before any worker
     starts; without NVML (a CPU machine) the workers' device checks say what is wrong."""
     try:
-        pynvml.nvmlInit()
-        count = pynvml.nvmlDeviceGetCount()
+        count = _nvml_count()
     except Exception:  # no driver, no library
         return
     missing = [entry for entry in entries if entry.isdigit() and int(entry) >= count]
     if missing:
-        have = (
-            f"{count} GPU{'s' if count != 1 else ''} (indices 0-{count - 1})" if count > 1 else f"{count} GPU (index 0)"
-        )
+        have = "no GPU" if count == 0 else "1 GPU (index 0)" if count == 1 else f"{count} GPUs (indices 0-{count - 1})"
         raise AutotuneError(f"--gpus {text!r}: this machine has {have}, so no GPU {', '.join(missing)}")
+
+
+def _nvml_count() -> int:
+    """The GPUs NVML counts on this host, whatever CUDA_VISIBLE_DEVICES says; raises without a driver or library."""
+    pynvml.nvmlInit()
+    return int(pynvml.nvmlDeviceGetCount())
 
 
 def _all_gpus() -> tuple[str, ...]:
@@ -98,8 +101,7 @@ def _all_gpus() -> tuple[str, ...]:
     if visible:
         return _entries(visible)
     try:
-        pynvml.nvmlInit()
-        count = pynvml.nvmlDeviceGetCount()
+        count = _nvml_count()
     except Exception as exc:  # no driver, no library
         raise AutotuneError(f"--gpus all: NVML finds no GPU here ({type(exc).__name__}: {exc})") from exc
     if count == 0:
@@ -120,8 +122,7 @@ def _device_type(space: Space, options: SweepOptions) -> str:
         raise AutotuneError(f"--gpus picks each worker's GPU: use --device cuda, not {device}")
     if device == "auto":
         with contextlib.suppress(Exception):
-            pynvml.nvmlInit()
-            return "cuda" if pynvml.nvmlDeviceGetCount() > 0 else "cpu"
+            return "cuda" if _nvml_count() > 0 else "cpu"
         return "cpu"
     return device
 
