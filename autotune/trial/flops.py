@@ -36,8 +36,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from autotune import workloads
 from autotune.errors import first_line
 from autotune.measurement import MFU_METRIC, MODEL_FLOPS_METRIC, TFLOPS_METRIC
-from autotune.trial.numerics import pair
-from autotune.trial.peaks import dense_peak, mfu
+from autotune.trial.peaks import dense_peak, peak_precision
 
 __all__ = ["FlopCount", "count_step_flops", "rate_metrics"]
 
@@ -52,8 +51,9 @@ class FlopCount(NamedTuple):
 
 
 def count_step_flops(workload: workloads.Workload, batch: Any) -> FlopCount:
-    """The FLOPs of ``loss_fn(model(inputs), targets)`` and its backward pass on ``batch`` (see the module
-    docstring); a step of the workload's own (``train_step``) is not counted."""
+    """The FLOPs of ``loss_fn(model(inputs), targets)`` and its backward pass on ``batch``, ``(inputs, targets)`` as
+    the reference pass checks (see the module docstring); a step of the workload's own (``train_step``) is not
+    counted."""
     if workload.train_step is not None or workload.loss_fn is None:
         return FlopCount(None, "the workload's own train_step is not counted")
     try:
@@ -62,25 +62,33 @@ def count_step_flops(workload: workloads.Workload, batch: Any) -> FlopCount:
         return FlopCount(None, f"{type(exc).__name__}: {first_line(exc)}")
 
 
-def rate_metrics(count: FlopCount, step_ms: float, gpu: str | None, precision: str) -> dict[str, Any]:
+def rate_metrics(
+    count: FlopCount,
+    step_ms: float,
+    gpu: str | None,
+    precision: str,
+    tf32_matmuls: bool = False,
+    float8: str = "none",
+) -> dict[str, Any]:
     """A trial's metrics of its FLOPs at ``step_ms`` a step: ``model_flops_per_step`` and ``tflops`` (achieved
     TFLOP/s), with ``mfu``, ``peak_tflops`` and ``peak_precision`` where ``gpu`` (None on a CPU) has a dense peak in
-    ``precision`` (:mod:`autotune.trial.peaks`); ``flops_not_counted`` (why) when there is no count."""
+    the precision the step's matmuls ran in (:func:`autotune.trial.peaks.peak_precision` of the ``precision``,
+    ``tf32_matmuls`` and ``float8`` knobs); ``flops_not_counted`` (why) when there is no count."""
     if count.flops is None:
         return {"flops_not_counted": count.reason}
     tflops = count.flops / (step_ms / 1e3) / 1e12
     metrics: dict[str, Any] = {MODEL_FLOPS_METRIC: count.flops, TFLOPS_METRIC: tflops}
-    fraction = mfu(tflops, gpu, precision) if gpu is not None else None
-    if gpu is not None and fraction is not None:
-        metrics |= {MFU_METRIC: fraction, "peak_tflops": dense_peak(gpu, precision), "peak_precision": precision}
+    ran_in = peak_precision(precision, tf32_matmuls, float8)
+    peak = dense_peak(gpu, ran_in) if gpu is not None else None
+    if peak:
+        metrics |= {MFU_METRIC: tflops / peak, "peak_tflops": peak, "peak_precision": ran_in}
     return metrics
 
 
 def _count(model: torch.nn.Module, loss_fn: Callable[[Any, torch.Tensor], torch.Tensor], batch: Any) -> int:
-    inputs, targets = pair(batch)
     fake = FakeTensorMode(allow_non_fake_inputs=True)  # a tensor the forward pass holds outside its state: faked too
     state = _fake_state(model, fake)
-    fake_inputs, fake_targets = _fake(inputs, fake), _fake(targets, fake)
+    fake_inputs, fake_targets = _fake(batch, fake)  # (inputs, targets): the reference pass has checked it is a pair
     with fake, FlopCounterMode(display=False) as counter, torch.enable_grad():
         outputs = torch.func.functional_call(model, state, (fake_inputs,), tie_weights=True, strict=False)
         loss_fn(outputs, fake_targets).backward()

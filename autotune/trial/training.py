@@ -35,7 +35,6 @@ from autotune.trial.flops import FlopCount, count_step_flops, rate_metrics
 from autotune.trial.measure import GpuTelemetry, peak_memory_gib, settled, summarize, time_steps
 from autotune.trial.numerics import Reference, check_first_loss, check_losses, reference_pass
 from autotune.trial.outcome import pruned_after_warmup, pruned_before_work, record_blocks, record_float8, timed
-from autotune.trial.peaks import peak_precision
 from autotune.trial.pruning import Pruning, warmup_judge
 from autotune.trial.trainstep import TrainStep, prepared_step
 from autotune.trial.trialspec import MeasureSettings
@@ -156,7 +155,10 @@ def _run_steps(
         peak_gib=peak_gib,
         warm_settled=warm_settled,
     )
-    metrics.update(_flops_metrics(trial.knobs, flops, items / metrics["throughput"] * 1e3, device))
+    step_ms = items / metrics["throughput"] * 1e3  # the step time the throughput was taken at
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    knobs = trial.knobs
+    metrics.update(rate_metrics(flops, step_ms, gpu, knobs.precision, knobs.matmul_precision == "high", knobs.float8))
     if eager is not None:
         metrics.update(eager.metrics())  # what the study learns compiling's gain from
     series = {"step_ms": timed_ms}
@@ -177,11 +179,3 @@ def _run_steps(
 
         capture_into(result, step, trial.profile_steps, device, trial.profile_dir)
     return result
-
-
-def _flops_metrics(knobs: Knobs, flops: FlopCount, step_ms: float, device: torch.device) -> dict[str, Any]:
-    """Model FLOPs, TFLOP/s and MFU at the step time the throughput was taken at (:mod:`autotune.trial.flops`)."""
-    tf32 = knobs.precision == "tf32" or knobs.matmul_precision == "high"
-    precision = peak_precision(knobs.precision, tf32, knobs.float8)
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    return rate_metrics(flops, step_ms, gpu, precision)
