@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from autotune.knobs import assembler, backends, float8, precision
+from autotune.knobs import assembler, backends, float8, precision, regional
 from autotune.knobs.checkpointing import checkpoint_blocks
 from autotune.knobs.compile import compile_model
 from autotune.knobs.memory_format import lay_out
@@ -29,31 +29,33 @@ def apply(
     device_type: str,
     compile_fn: Callable[..., Any] = torch.compile,
 ) -> tuple[torch.nn.Module, StepContext]:
-    """Apply every knob: backend flags, memory format, float8, optimizer, activation checkpointing, compile; return
+    """Apply every knob: float8, backend flags, memory format, optimizer, activation checkpointing, compile; return
     the model to train. The attention kernel and the activation memory budget are the step context's, entered every
     step.
 
-    ``float8`` converts the model's Linear layers in place before anything wraps or compiles them (the step
-    context's ``float8_layers`` names them); they keep their parameters, so ``optimizer`` trains them still.
-    Activation checkpointing then wraps the forward of each repeated block in place, before the compile traces it; a
-    model without repeated blocks raises :class:`~autotune.errors.AutotuneError`. With ``compile_scope=blocks``
-    the model returned is ``model`` itself (its class, its ``state_dict`` keys), its repeated blocks compiled in
-    place; the step context's ``blocks`` says which. Raises :class:`~autotune.errors.InvalidCombination` for
-    settings that cannot run together.
+    ``float8`` converts the model's Linear layers in place before anything lays out, wraps or compiles them (the step
+    context's ``float8_layers`` names them); they keep their parameters, so ``optimizer`` trains them still. The
+    model's repeated blocks are found once (:func:`autotune.knobs.regional.find_blocks`), for activation
+    checkpointing and ``compile_scope=blocks`` alike. Activation checkpointing wraps the forward of each block in
+    place, before the compile traces it; a model without repeated blocks raises
+    :class:`~autotune.errors.AutotuneError`. With ``compile_scope=blocks`` the model returned is ``model`` itself (its
+    class, its ``state_dict`` keys), its repeated blocks compiled in place; the step context's ``blocks`` says which.
+    Raises :class:`~autotune.errors.InvalidCombination` for settings that cannot run together.
     """
     knobs.check_combination(device_type)
+    model, float8_layers = float8.convert(model, knobs.float8, knobs.float8_layers, device_type)
     assembler.pin()  # before anything compiles: the trial's and production's Triton keys then agree
     noops = backends.set_flags(
         knobs.cudnn_benchmark, knobs.cudnn_deterministic, knobs.precision, knobs.matmul_precision, device_type
     )
     model, channels_last, unlaid = lay_out(model, knobs.memory_format)
-    model, float8_layers = apply_float8(model, knobs, device_type)  # converted, then compiled
     if knobs.fused_optimizer and optimizer is not None:
         set_fused(optimizer)
-    checkpointed = checkpoint_blocks(model, knobs.activation_checkpointing)
-    compiled = compile_model(
-        model, knobs.compile_mode, knobs.compile_scope, knobs.inductor_options, device_type, compile_fn
-    )
+    uses_blocks = knobs.activation_checkpointing != "none" or knobs.compile_scope == "blocks"
+    blocks = regional.find_blocks(model) if uses_blocks else None  # found once: checkpointing's and the compile's
+    checkpointed = checkpoint_blocks(blocks, knobs.activation_checkpointing) if blocks is not None else None
+    scoped = blocks if knobs.compile_scope == "blocks" else None
+    compiled = compile_model(model, knobs.compile_mode, scoped, knobs.inductor_options, device_type, compile_fn)
     dtype = precision.autocast_dtype(knobs.precision)
     scaler = precision.grad_scaler(knobs.precision, device_type)
     noops += unlaid + compiled.noops

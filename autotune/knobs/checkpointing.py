@@ -99,12 +99,12 @@ def check(budget: float, compile_mode: str) -> None:
         )
 
 
-def checkpoint_blocks(model: torch.nn.Module, mode: str) -> regional.Blocks | None:
-    """Wrap the forward of each of ``model``'s repeated blocks in ``torch.utils.checkpoint`` as ``mode`` says; return
-    the blocks (None for ``none``). Raises AutotuneError when the model has no repeated blocks."""
+def checkpoint_blocks(blocks: regional.Blocks, mode: str) -> regional.Blocks | None:
+    """Wrap the forward of each of a model's repeated ``blocks`` (:func:`autotune.knobs.regional.find_blocks`) in
+    ``torch.utils.checkpoint`` as ``mode`` says; return the blocks (None for ``none``). Raises AutotuneError when the
+    model has no repeated blocks."""
     if mode == "none":
         return None
-    blocks = regional.find_blocks(model)
     if not blocks:
         raise AutotuneError(f"activation_checkpointing={mode} needs repeated blocks: {blocks.reason}")
     context_fn = _selective_contexts if mode == "selective" else None

@@ -35,6 +35,7 @@ __all__ = [
     "check",
     "compile_arguments",
     "compile_backward_with_forward",
+    "compile_blocks",
     "compile_model",
 ]
 
@@ -78,12 +79,14 @@ class Compiled(NamedTuple):
 def compile_model(
     model: torch.nn.Module,
     compile_mode: str,
-    compile_scope: str,
+    blocks: regional.Blocks | None,
     options: Mapping[str, bool | str],
     device_type: str,
     compile_fn: Callable[..., Any] = torch.compile,
 ) -> Compiled:
-    """Compile ``model`` as the compile knobs say (eager for ``compile_mode=none``)."""
+    """Compile ``model`` as the compile knobs say (eager for ``compile_mode=none``): whole, or with
+    ``compile_scope=blocks`` each of its repeated ``blocks`` in place (:func:`autotune.knobs.regional.find_blocks`;
+    None: the scope is the model)."""
     noops: list[str] = []
     compiles = compile_mode != "none"
     cudagraphs = compiles and bool(options.get("triton.cudagraphs", compile_mode in CUDAGRAPH_MODES))
@@ -93,16 +96,29 @@ def compile_model(
     arguments = compile_arguments(compile_mode, options) if compiles else {}
     if compiles:
         compile_backward_with_forward()
-    blocks = regional.find_blocks(model) if compiles and compile_scope == "blocks" else None
+    blocks = blocks if compiles else None
     if blocks is not None and not blocks:
         noops.append("compile_scope")  # no repeated blocks: the whole model is compiled, as compile_scope=model
     if blocks:
-        regional.compile_blocks(blocks, compile_fn, **arguments)
+        compile_blocks(blocks, compile_fn, **arguments)
     elif compiles:
         model = compile_fn(model, **arguments)
     elif options:
         noops.append("inductor")  # eager: no compiler to give the options to
     return Compiled(model, cudagraphs, blocks, noops)
+
+
+def compile_blocks(blocks: regional.Blocks, compile_fn: Callable[..., Any] = torch.compile, **arguments: Any) -> None:
+    """Compile each block in place (``block.compile(**arguments)``): its calls go through the compiled code.
+
+    A ``compile_fn`` other than ``torch.compile`` (a test's fake, a wrapper) compiles what ``nn.Module.compile``
+    hands to ``torch.compile``: the block's ``_call_impl``.
+    """
+    for block in blocks.modules:
+        if compile_fn is torch.compile:
+            block.compile(**arguments)
+        else:
+            block._compiled_call_impl = compile_fn(block._call_impl, **arguments)  # what nn.Module.compile does
 
 
 def compile_backward_with_forward() -> None:

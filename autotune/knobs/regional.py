@@ -1,11 +1,12 @@
-"""Regional compilation: a model's repeated blocks, named or found, compiled one by one in place.
+"""Regional compilation's blocks: a model's repeated blocks, named or found.
 
-``compile_scope=blocks`` (a knob, :mod:`autotune.knobs.compile`) compiles each repeated block of a model with
-``block.compile(...)`` instead of wrapping the whole model in ``torch.compile`` (PyTorch's regional compilation
-recipe). Dynamo compiles the first block's forward; structurally identical blocks pass its guards (their
-parameters are the graph's inputs, torch >= 2.5) and reuse the compiled code, so a 12-layer transformer
-compiles one layer, not twelve. What lies outside the blocks (embeddings, head, loss) runs eager, and the graph
-breaks between blocks: a little throughput traded for much less compile. The model stays what it was: the same
+``compile_scope=blocks`` (a knob, :mod:`autotune.knobs.compile`) compiles each repeated block of a model in place
+with ``block.compile(...)`` (:func:`autotune.knobs.compile.compile_blocks`) instead of wrapping the whole model in
+``torch.compile`` (PyTorch's regional compilation recipe); activation checkpointing wraps the same blocks
+(:mod:`autotune.knobs.checkpointing`). Dynamo compiles the first block's forward; structurally identical blocks pass
+its guards (their parameters are the graph's inputs, torch >= 2.5) and reuse the compiled code, so a 12-layer
+transformer compiles one layer, not twelve. What lies outside the blocks (embeddings, head, loss) runs eager, and the
+graph breaks between blocks: a little throughput traded for much less compile. The model stays what it was: the same
 class, the same ``state_dict`` keys (no ``_orig_mod.`` prefix), each block a module whose calls are compiled.
 
 Which blocks, in this order:
@@ -40,14 +41,14 @@ not used here (it needs each block's ``forward`` replaced on the instance), and 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["Blocks", "compile_blocks", "find_blocks", "signature"]
+__all__ = ["Blocks", "find_blocks", "signature"]
 
 _PLAIN = (bool, int, float, str, type(None))
 
@@ -84,19 +85,6 @@ def find_blocks(model: nn.Module) -> Blocks:
     if layers and (blocks := _named_blocks(model, layers)):
         return blocks
     return _found_blocks(model)
-
-
-def compile_blocks(blocks: Blocks, compile_fn: Callable[..., Any] = torch.compile, **arguments: Any) -> None:
-    """Compile each block in place (``block.compile(**arguments)``): its calls go through the compiled code.
-
-    A ``compile_fn`` other than ``torch.compile`` (a test's fake, a wrapper) compiles what ``nn.Module.compile``
-    hands to ``torch.compile``: the block's ``_call_impl``.
-    """
-    for block in blocks.modules:
-        if compile_fn is torch.compile:
-            block.compile(**arguments)
-        else:
-            block._compiled_call_impl = compile_fn(block._call_impl, **arguments)  # what nn.Module.compile does
 
 
 def signature(module: nn.Module) -> tuple[Any, ...]:

@@ -16,6 +16,7 @@ from trial_workloads import AttentionStack, attention_batch
 from autotune.errors import AutotuneError, InvalidCombination
 from autotune.knobs.applying import apply
 from autotune.knobs.checkpointing import checkpoint_blocks
+from autotune.knobs.regional import find_blocks
 from autotune.knobs.registry import Knobs
 from autotune.measurement import Status
 from autotune.space import load_space
@@ -124,7 +125,7 @@ def test_a_transformers_model_is_checkpointed_over_its_decoder_layers() -> None:
 
     loss, grads = loss_and_grads(Knobs())
     checkpointed_loss, checkpointed_grads = loss_and_grads(Knobs(activation_checkpointing="selective"))
-    blocks = checkpoint_blocks(model, "full")  # what apply() wrapped, wrapped again: the original forward, once
+    blocks = checkpoint_blocks(find_blocks(model), "full")  # what apply() wrapped, wrapped again: the original, once
     assert blocks is not None
     assert blocks.describe() == "3 x LlamaDecoderLayer (model.layers.0 .. model.layers.2, named)"
     layer = model.model.layers[0]
