@@ -163,12 +163,12 @@ def test_trial_processes_use_cuda(runner: TrialRunner) -> None:
 
 
 def _nvml_keeps_process_samples() -> bool:
-    from autotune.trial import measure
+    from autotune.trial import fingerprint, measure
 
-    nvml = measure._nvml()
+    nvml = fingerprint.open_nvml()
     if nvml is None:
         return False
-    handle = measure._nvml_handle(nvml, torch.device("cuda"))
+    handle = fingerprint.nvml_handle(nvml, torch.device("cuda"))
     return measure._busy_processes(nvml, handle, int(time.time() * 1e6)) is not None
 
 

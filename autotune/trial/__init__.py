@@ -14,7 +14,8 @@ A trial's spec flows one way, each module handed the values it needs:
   and by a timed replay.
 - ``job``: the entry (:func:`~autotune.trial.job.run_trial`): the device, what comes before anything compiles (the
   study's caches, ``compilecache``; shipped artifacts, ``artifacts_io``; the listed kernels pinned), then ``build``,
-  then what comes after (the machine's fingerprint, what it compiled saved); failures classified (``failures``).
+  then what comes after (the machine's fingerprint, ``fingerprint``; what it compiled saved); failures classified
+  (``failures``).
 - ``build``: the spec's params split into knobs and workload params, the workload built; a kernel workload times
   itself, a training one goes to ``training``.
 - ``training``: a training trial prepared (``batches``, the reference pass of ``numerics``, the knobs applied, the

@@ -4,7 +4,8 @@ It runs inside the isolated trial process (see :mod:`autotune.trial_process`), k
 or MLflow, and turns every failure into a :class:`TrialResult` value (:func:`classify`). In order: the device and
 its memory cap; what comes before anything compiles (the study's compile caches, a tuned config's shipped
 artifacts, the listed kernels pinned); the workload built and measured (:mod:`autotune.trial.build`); what comes
-after (the kernels' choices, the machine's fingerprint, what the trial compiled saved).
+after (the kernels' choices, the machine's fingerprint (:mod:`autotune.trial.fingerprint`), what the trial compiled
+saved).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from autotune.trial import artifacts_io as trialartifacts
 from autotune.trial import compilecache
 from autotune.trial.build import measure_workload, split_params
 from autotune.trial.failures import classify
-from autotune.trial.measure import env_fingerprint
+from autotune.trial.fingerprint import env_fingerprint
 from autotune.trial.trialspec import TrialSpec
 
 __all__ = [

@@ -1,14 +1,11 @@
-"""Timing and telemetry: synchronised step timers, statistics, NVML power and energy, env fingerprint."""
+"""Timing and telemetry: synchronised step timers, statistics, peak memory, NVML power and energy."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import os
-import platform
 import resource
-import socket
 import statistics
 import threading
 import time
@@ -16,22 +13,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pynvml  # nvidia-ml-py; torch imports it too
 import torch
 
-from autotune.host import cpu_model, process_name
+from autotune.host import process_name
+from autotune.trial.fingerprint import nvml_handle, open_nvml
 
 __all__ = [
     "GpuTelemetry",
-    "env_fingerprint",
     "hand_back_memory",
     "peak_memory_gib",
     "settled",
     "summarize",
     "time_steps",
 ]
-
-log = logging.getLogger(__name__)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -102,26 +96,6 @@ def hand_back_memory(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def _nvml() -> Any | None:
-    try:
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception as exc:  # no driver, no library: telemetry is optional
-        log.debug("NVML unavailable: %s", exc)
-        return None
-
-
-def _pci_bus_id(device: torch.device) -> str:
-    """The GPU's PCI address, e.g. ``00000000:1b:00.0``: one name for it whatever CUDA_VISIBLE_DEVICES says."""
-    props: Any = torch.cuda.get_device_properties(device)  # torch's stubs leave the PCI fields out
-    return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-
-
-def _nvml_handle(nvml: Any, device: torch.device) -> Any:
-    """The NVML handle of a torch device, matched by PCI bus id (CUDA and NVML indices can differ)."""
-    return nvml.nvmlDeviceGetHandleByPciBusId(_pci_bus_id(device).encode())
-
-
 _PROCESS_POLL_TICKS = 20  # per-process samples are read every second: NVML's buffer holds only a few
 
 
@@ -149,11 +123,11 @@ class GpuTelemetry:
 
     @contextlib.contextmanager
     def window(self) -> Iterator[None]:
-        nvml = _nvml() if self.device.type == "cuda" else None
+        nvml = open_nvml() if self.device.type == "cuda" else None
         if nvml is None:
             yield
             return
-        handle = _nvml_handle(nvml, self.device)
+        handle = nvml_handle(nvml, self.device)
         holders = _other_gpu_processes(nvml, handle)
         for pid in holders:
             self._name(pid)
@@ -266,30 +240,3 @@ def _other_gpu_processes(nvml: Any, handle: Any) -> set[int]:
     except Exception:
         return set()
     return {p.pid for p in running if p.pid != os.getpid()}
-
-
-def env_fingerprint(device: torch.device) -> dict[str, Any]:
-    """Where the numbers came from: device, driver and software versions, host."""
-    env: dict[str, Any] = {
-        "device": device.type,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "host": socket.gethostname(),
-    }
-    with contextlib.suppress(ImportError):
-        import triton  # deferred: Triton is optional (Linux x86-64 only); where it is missing, the env omits it
-
-        env["triton"] = triton.__version__
-    if device.type != "cuda":
-        env["cpu"] = cpu_model()
-        env["threads"] = torch.get_num_threads()
-        return env
-    env["gpu"] = torch.cuda.get_device_name(device)
-    env["gpu_pci_bus_id"] = _pci_bus_id(device)  # which of a host's GPUs measured it (one sweep per GPU)
-    env["cuda"] = torch.version.cuda
-    env["cudnn"] = torch.backends.cudnn.version()
-    nvml = _nvml()
-    if nvml is not None:
-        with contextlib.suppress(Exception):
-            env["driver"] = nvml.nvmlSystemGetDriverVersion()
-    return env
