@@ -111,7 +111,7 @@ def trial(
     seed: int,
     as_json: bool,
 ) -> None:
-    """Measure one configuration of WORKLOAD (resnet50, gpt2, llama or module:function) in its own process.
+    """Measure one configuration of WORKLOAD (resnet50, gpt2, llama, vit or module:function) in its own process.
 
     Example: autotune trial resnet50 -p precision=bf16 -p memory_format=channels_last -p batch_size=256
     """

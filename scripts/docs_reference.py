@@ -225,6 +225,12 @@ WORKLOAD_PARAM_DOCS: dict[str, Doc] = {
     ),
     "llama.seq": Doc("int", "Tokens per sequence; unset: the preset's (64 tiny, 1024 `125m`, 2048 `1b` and `3b`)."),
     "llama.layers": Doc("int", "Decoder layers; unset: the preset's (`3b`: 16, where Llama 3.2 3B has 28)."),
+    "vit.image": Doc(
+        "int", "Pixels a side of the square input image; unset: the preset's (32 tiny, 224 `small` and `full`)."
+    ),
+    "vit.patch": Doc(
+        "int", "Pixels a side of a patch, dividing `image`; unset: the preset's (8 tiny, 16 `small` and `full`)."
+    ),
     "triton_matmul.BLOCK_M": Doc("int", "Rows of the output tile one program computes."),
     "triton_matmul.BLOCK_N": Doc("int", "Columns of the output tile."),
     "triton_matmul.BLOCK_K": Doc("int", "Depth of the K step."),

@@ -94,8 +94,10 @@ def _required_args(build: Callable[..., Any]) -> list[str]:
 def _check_workload_args(
     workload: WorkloadSpec, build: Callable[..., Any] | None, params: Mapping[str, ParamSpec], report: _Report
 ) -> None:
-    """Fixed args must be build arguments, not also params; required arguments must be given."""
+    """Fixed args must be build arguments, not also params, and pass the build function's own check; required
+    arguments must be given."""
     accepted = workloads.workload_params(build) if build is not None else None
+    problems_before = len(report.problems)
     for key in workload.args:
         where = f"workload.args.{key}"
         if key == "preset":
@@ -109,6 +111,18 @@ def _check_workload_args(
         for name in _required_args(build):
             if name not in workload.args and name not in params:
                 report.add("workload.args", f"workload {workload.name!r} needs {name!r}: give it here or in params")
+    searched = accepted is not None and any(name in accepted for name in params)
+    if build is not None and workload.args and not searched and len(report.problems) == problems_before:
+        _check_fixed_args(workload, build, report)
+
+
+def _check_fixed_args(workload: WorkloadSpec, build: Callable[..., Any], report: _Report) -> None:
+    """The build function's own check of its fixed args (:func:`autotune.workloads.check_args`); skipped where a
+    searched workload param could change what is valid."""
+    try:
+        workloads.check_args(build, workload.preset, dict(workload.args))
+    except AutotuneError as exc:
+        report.add("workload.args", str(exc))
 
 
 # --- objective, budget, sampler, expressions --------------------------------------------------

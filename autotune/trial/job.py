@@ -46,8 +46,9 @@ def check_spec(spec: TrialSpec) -> None:
     """Raise :class:`AutotuneError` for bad input, before any trial process is started."""
     build = workloads.resolve(spec.workload)  # an unknown workload is named first
     workloads.check_preset(spec.workload, spec.preset, build)
-    knob_params, _ = split_params(spec.params, spec.workload)
+    knob_params, workload_params = split_params(spec.params, spec.workload)
     Knobs.from_params(knob_params)
+    workloads.check_args(build, spec.preset, workload_params)
     resolve_device(spec.device)
 
 

@@ -1,7 +1,7 @@
 """Workloads: the model, batches and loss that a trial trains.
 
 A workload is a function ``build(preset: str, **params) -> Workload`` named either by a built-in
-name (``resnet50``, ``gpt2``, ``llama``) or as ``package.module:function``. The trial job calls it under
+name (``resnet50``, ``gpt2``, ``llama``, ``vit``) or as ``package.module:function``. The trial job calls it under
 ``with torch.device(device):``, so tensors created with the default device land on the GPU
 directly. It may also return a ``(model, make_batch, loss_fn)`` tuple. Example::
 
@@ -110,6 +110,7 @@ __all__ = [
     "KernelJob",
     "Workload",
     "build",
+    "check_args",
     "check_preset",
     "coerce_param",
     "presets",
@@ -122,6 +123,7 @@ BUILTIN = {
     "resnet50": "autotune.workloads.resnet50:build",
     "gpt2": "autotune.workloads.gpt2:build",
     "llama": "autotune.workloads.llama:build",
+    "vit": "autotune.workloads.vit:build",
     "triton_matmul": "autotune.workloads.triton_matmul:build",
 }
 
@@ -200,6 +202,14 @@ def check_preset(name: str, preset: str, func: Callable[..., Any]) -> None:
     """Raise :class:`AutotuneError` for a preset a built-in workload does not take (a user's may take any)."""
     if name in BUILTIN and preset not in (known := presets(func)):
         raise AutotuneError(f"preset {preset!r} is not valid: expected one of {', '.join(known)}")
+
+
+def check_args(func: Callable[..., Any], preset: str, params: dict[str, Any]) -> None:
+    """Raise :class:`AutotuneError` for workload params the build function refuses, before a trial process starts:
+    its own ``check_args(preset, **params)`` attribute, where it has one (``vit``: the image and patch sizes)."""
+    check = getattr(func, "check_args", None)
+    if callable(check):
+        check(preset, **params)
 
 
 def workload_params(func: Callable[..., Any]) -> dict[str, Any]:
