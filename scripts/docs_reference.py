@@ -114,8 +114,9 @@ TOP_DOCS: dict[str, Doc] = {
     "float8_filter": Doc(
         "mapping: `include`, `exclude`, each a list of module-name patterns (fnmatch)",
         "Which Linear layers `float8` converts, by their names in `model.named_modules()`: `include` exactly those "
-        "it names, `exclude` never those. Unset: the layers large enough for the recipe to gain (measured on an H200), the output "
-        "head left out ([float8](../knobs.md#float8-fp8-training-through-torchao)). Needs `float8` in `params`.",
+        "it names, `exclude` never those. Unset: the layers large enough for the recipe to gain (measured on an "
+        "H200), the output head left out ([float8](../knobs.md#float8-fp8-training-through-torchao)). Needs `float8` "
+        "in `params`.",
     ),
 }
 
