@@ -66,7 +66,8 @@ ATTR_DEFAULT = "autotune.default"  # the PyTorch-default configuration, enqueued
 # The informed start (autotune.sweep.proposals.informed_start): what an expert would try first on this device, queued
 # once the default is measured.
 ATTR_INFORMED = "autotune.informed"
-# Its twin in the other half precision (autotune.sweep.proposals.expert_choice.precision_twin), queued right after it.
+# Its twin (autotune.sweep.proposals.expert_choice.informed_twin: without float8, or in the other half precision),
+# queued right after it.
 ATTR_TWIN = "autotune.informed_twin"
 # Seconds of device time spent preparing a trial before it started (the informed start's run of the listed kernels'
 # own autotuners, autotune.sweep.proposals.kernel_start): counted in the trial's duration, so GPU-time figures
@@ -90,7 +91,7 @@ STUDY_ATTR_INFO = "autotune.info"  # a StudyInfo as a dict
 # {"study": name, "trials": n, "skipped": m}: the study whose trials the sampler started from (--warm-start).
 STUDY_ATTR_WARM_START = "autotune.warm_start"
 # The informed start's decision, taken once per study: {"trial": n, "params": {...}, "why": "...", "twin": m} when it
-# was queued ("twin": the trial of the same in the other half precision, queued after it, where there is one),
+# was queued ("twin": the trial of its twin, queued after it, where there is one),
 # {"none": reason} when nothing was (the default's configuration already, measured already, ...).
 STUDY_ATTR_INFORMED = "autotune.informed_start"
 # {"default": n, "winner": m}: the trials the last finished profile compared.

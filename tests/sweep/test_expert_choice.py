@@ -20,6 +20,8 @@ from autotune.sweep.proposals.expert_choice import (
     expert_params,
     float8_pays,
     likely_starts,
+    float8_twin,
+    informed_twin,
     precision_twin,
 )
 
@@ -268,6 +270,21 @@ def test_on_a_gpu_with_fp8_and_large_layers_the_informed_start_trains_in_float8(
         assert not float8_pays(facts)
         assert expert_params(space, default_trial(space, 1.0), facts).params == {"precision": "bf16", "float8": "none"}
     assert float8_pays(replace(H200, float8_share=FLOAT8_MIN_SHARE)) and not float8_pays(replace(H200, device="cpu"))
+
+
+def test_a_float8_informed_start_is_measured_beside_its_twin_without_float8(tmp_path: Path) -> None:
+    space = space_file(tmp_path, FP8_SPACE, extra="float8_filter: {exclude: [lm_head]}\n")
+    expert = expert_params(space, default_trial(space, 1.0), H200)
+    # float8 off, and the filter it alone switched on goes with it: what float8 gains is then measured, not assumed
+    assert float8_twin(space, expert.params) == {"precision": "bf16", "float8": "none"}
+    assert informed_twin(space, expert.params, H200) == {"precision": "bf16", "float8": "none"}
+    # without float8 in the start the twin is the other half precision, as before
+    no_fp8 = expert_params(space, default_trial(space, 1.0), replace(H200, float8=False)).params
+    assert float8_twin(space, no_fp8) is None
+    assert informed_twin(space, no_fp8, H200) == {"precision": "fp16"}
+    # a space whose float8 offers no "none" has no float8 twin
+    forced = space_file(tmp_path, "  precision: [bf16]\n  float8: [tensorwise, rowwise]\n")
+    assert float8_twin(forced, {"precision": "bf16", "float8": "tensorwise"}) is None
 
 
 def test_the_informed_start_tries_float8_only_where_the_space_has_it(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ what their own autotuners choose in a short eager run of this configuration,
   ``non_blocking`` copies and 4 loader workers; the workload's own choices where it names them (its
   build function's ``informed_start`` mapping: gpt2's fused LM head); and the largest batch whose
   memory the default's measured peak says will fit (:func:`largest_batch`), with activation checkpointing where a
-  constraint on peak memory holds that batch back and checkpointing lets a larger one fit; then its twin in the
-  other half precision (:func:`precision_twin`);
+  constraint on peak memory holds that batch back and checkpointing lets a larger one fit; then its twin
+  (:func:`informed_twin`): the same without float8 where it trains in float8, else in the other half precision;
 - on a CPU: ``torch.compile`` default and the fused optimizer; channels_last for 4-D weights; bf16
   only where the CPU has AMX tiles (``amx_bf16``: elsewhere autocast to bf16 converts more than it
   saves, and fp16 autocast on a CPU is slower still); the default's batch (a CPU process's peak is
@@ -48,6 +48,8 @@ __all__ = [
     "Expert",
     "expert_params",
     "float8_pays",
+    "float8_twin",
+    "informed_twin",
     "largest_batch",
     "likely_starts",
     "precision_twin",
@@ -339,6 +341,28 @@ def expert_params(
     return Expert(params, changes, tuple(notes))
 
 
+def informed_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> dict[str, Any] | None:
+    """The configuration measured right after the informed start ``start``, to settle the one choice in it that the
+    model's shapes decide: without float8 where ``start`` trains in float8 (:func:`float8_twin`), else in the other
+    half precision (:func:`precision_twin`); None where there is neither."""
+    return float8_twin(space, start) or precision_twin(space, start, facts)
+
+
+def float8_twin(space: Space, start: dict[str, Any]) -> dict[str, Any] | None:
+    """The informed start's params ``start`` without float8 (``float8: none`` and the params only float8 switches
+    on, its filter), where ``start`` trains in float8 and the space offers ``none``; None elsewhere, or where that
+    breaks a rule.
+
+    Whether FP8 pays is the layer shapes' to say: by hand on an H200 tensorwise float8 gained 15.4% on a 1B Llama
+    decoder and rowwise lost 4.0% (BENCHMARKS.md), and :data:`FLOAT8_MIN_SHARE` is a size rule, not a measurement
+    of this model. Measured beside it, the twin makes float8 the winner only where it wins, and tells the sampler
+    what float8 is worth from the first trials."""
+    spec = space.params.get("float8")
+    if spec is None or start.get("float8", "none") == "none" or not spec.contains("none"):
+        return None
+    return _active_only(space, start, {**start, "float8": "none"})
+
+
 def precision_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> dict[str, Any] | None:
     """The informed start's params ``start`` in the other half precision, measured next to it: fp16 for bf16 where
     the GPU has bf16 and the space searches both (the other way round where a space's start is fp16 by choice), less
@@ -359,10 +383,16 @@ def precision_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> d
     other = HALF_PRECISIONS[1 - HALF_PRECISIONS.index(precision)]
     if not spec.contains(other):
         return None
-    twin = {**start, "precision": other}
+    return _active_only(space, start, {**start, "precision": other})
+
+
+def _active_only(space: Space, start: dict[str, Any], twin: dict[str, Any]) -> dict[str, Any] | None:
+    """``twin`` (``start`` with one value changed) less the params the change switches off, in declaration order as a
+    sampler chooses them; None where the change would switch a param on (it would need a value of its own) or where
+    the result breaks a rule."""
     if any(param.is_active(twin) and not param.is_active(start) for param in space.params.values()):
-        return None  # a param the other precision switches on would need a value of its own
-    kept: dict[str, Any] = {}  # in declaration order, as a sampler chooses: a param a dropped one switched on goes too
+        return None
+    kept: dict[str, Any] = {}  # a param that a dropped one switched on goes too
     for param in space.params.values():
         if param.name in twin and param.is_active(kept):
             kept[param.name] = twin[param.name]
@@ -375,12 +405,12 @@ def likely_starts(
     """Before ``default`` is measured: the configurations the informed start will most likely be, most likely first,
     at most ``count`` (points of the space; empty where the expert would change nothing).
 
-    All but the batch is known: :func:`expert_params` decides it from the device alone. The batch is the largest
-    whose memory the default's peak says will fit, and that peak is not measured yet: on a GPU each of the space's
-    largest batches (none below the default's) is a guess, the largest first; on a CPU it is the default's batch, as
-    the informed start keeps it there. The most likely guess's twin in the other half precision
-    (:func:`precision_twin`, measured after it) comes second, before the other batches: it runs next, and a graph
-    not compiled ahead by then compiles in its trial (ResNet-50 on an H100: 44.8 s of a 58 s trial).
+    All but the batch is known: :func:`expert_params` decides it from the device alone. The batch is the largest whose
+    memory the default's peak says will fit, and that peak is not measured yet: on a GPU each of the space's largest
+    batches (none below the default's) is a guess, the largest first; on a CPU it is the default's batch, as the
+    informed start keeps it there. The most likely guess's twin (:func:`informed_twin`, measured after it) comes second,
+    before the other batches: it runs next, and a graph not compiled ahead by then compiles in its trial (ResNet-50 on
+    an H100: 44.8 s of a 58 s trial).
     """
     expert = expert_params(space, default, facts, memory_cap_gib)  # unmeasured default: its batch stays
     if not expert.changes:
@@ -391,5 +421,5 @@ def likely_starts(
         larger = sorted((v for v in spec.values() if isinstance(v, int) and v >= batch), reverse=True)
         guesses = [{**expert.params, "batch_size": value} for value in larger]
     feasible = [params for params in guesses if space.is_feasible(params)[0]]
-    twin = precision_twin(space, feasible[0], facts) if feasible else None
+    twin = informed_twin(space, feasible[0], facts) if feasible else None
     return (feasible[:1] + ([twin] if twin is not None else []) + feasible[1:])[:count]

@@ -1,14 +1,14 @@
 """The informed start: after the PyTorch default, the configuration an expert would try first on this device.
 
-A sampler's first trials are random (TPE's first ten), and a random draw of six knobs rarely lands on
-the combination that wins: a 12-trial GPT-2 sweep never tried bf16 with the fused head (BENCHMARKS.md).
-An engineer would have tried it first. So once the default trial is measured, the sweep queues one
-configuration that an expert would pick for this device and workload (:mod:`autotune.sweep.proposals.expert_choice`),
-and the next ask measures it (the study's second trial with one worker), then its twin in the other half precision
-where there is one. It is a measured trial like any other: it counts in the budget, the sampler reads it as a
-COMPLETE trial (TPE models it; CMA-ES, which learns only from its own draws, does not), and it is marked
-``autotune.informed`` so the progress line names it; its twin is marked ``autotune.informed_twin``, and while their
-graphs compile ahead the twin may stand aside with the informed start (:mod:`autotune.sweep.proposals.parked_trials`).
+A sampler's first trials are random (TPE's first ten), and a random draw of six knobs rarely lands on the combination
+that wins: a 12-trial GPT-2 sweep never tried bf16 with the fused head (BENCHMARKS.md). An engineer would have tried it
+first. So once the default trial is measured, the sweep queues one configuration that an expert would pick for this
+device and workload (:mod:`autotune.sweep.proposals.expert_choice`), and the next ask measures it (the study's second
+trial with one worker), then its twin where there is one: the same without float8 where it trains in float8, else in the
+other half precision. It is a measured trial like any other: it counts in the budget, the sampler reads it as a COMPLETE
+trial (TPE models it; CMA-ES, which learns only from its own draws, does not), and it is marked ``autotune.informed`` so
+the progress line names it; its twin is marked ``autotune.informed_twin``, and while their graphs compile ahead the twin
+may stand aside with the informed start (:mod:`autotune.sweep.proposals.parked_trials`).
 
 What the device is (its GPU, memory, bf16; whether the model has 4-D weights, asked of the workload
 built on the ``meta`` device: no memory, no weights) is asked in a trial process, as a trial would
@@ -36,7 +36,7 @@ from autotune.records.trial import is_informed
 from autotune.space import Space
 from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepOptions
-from autotune.sweep.proposals.expert_choice import DeviceFacts, expert_params, likely_starts, precision_twin
+from autotune.sweep.proposals.expert_choice import DeviceFacts, expert_params, informed_twin, likely_starts
 from autotune.sweep.proposals.kernel_start import autotuned_kernel_params
 from autotune.sweep.workers.leases import LeaseTable, held
 from autotune.trial.compilecache import study_cache_dir
@@ -52,11 +52,10 @@ PROBE_TIMEOUT_S = 120.0
 def queue_twin(
     study: optuna.Study, space: Space, records: StudyRecords, start: dict[str, Any], facts: DeviceFacts
 ) -> tuple[int, dict[str, Any]] | None:
-    """Queue the informed start's twin in the other half precision
-    (:func:`autotune.sweep.proposals.expert_choice.precision_twin`) to be asked after the informed start (Optuna serves
-    queued trials first in, first out): its trial number and params (a queued trial has none of its own until it is
-    asked), or None where it has none or the study measured it already."""
-    twin = precision_twin(space, start, facts)
+    """Queue the informed start's twin (:func:`autotune.sweep.proposals.expert_choice.informed_twin`) to be asked
+    after the informed start (Optuna serves queued trials first in, first out): its trial number and params (a queued
+    trial has none of its own until it is asked), or None where it has none or the study measured it already."""
+    twin = informed_twin(space, start, facts)
     if twin is None or records.measured_with(twin) is not None:
         return None
     study.enqueue_trial(space.optuna_params(twin), user_attrs={schema.ATTR_TWIN: True})
@@ -195,12 +194,7 @@ class InformedStart:
         ctx.records.refresh()
         ctx.progress.message(f"informed start: trial {number} measures what an expert would try first {why}")
         if twin is not None:
-            twin_number, twin_params = twin
-            precision = twin_params["precision"]
-            ctx.progress.message(
-                f"informed start: then trial {twin_number} measures the same in {precision} (which half precision"
-                " wins is the model's to say)"
-            )
+            ctx.progress.message(f"informed start: then trial {twin[0]} measures {_twin_text(expert.params, twin[1])}")
 
     def _queued_number(self) -> int | None:
         waiting = self.ctx.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
@@ -210,3 +204,10 @@ class InformedStart:
     def _none(self, reason: str) -> None:
         self.ctx.study.set_user_attr(schema.STUDY_ATTR_INFORMED, {"none": reason})
         self.ctx.progress.message(f"informed start: none queued: {reason}")
+
+
+def _twin_text(start: dict[str, Any], twin: dict[str, Any]) -> str:
+    """What the twin changes, for its progress line."""
+    if twin.get("precision") != start.get("precision"):
+        return f"the same in {twin['precision']} (which half precision wins is the model's to say)"
+    return "the same without float8 (whether FP8 pays is the model's layer shapes to say)"

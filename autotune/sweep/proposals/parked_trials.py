@@ -34,8 +34,8 @@ after another graph was parked (23-28 s each, 100 s of the search's 133 s of com
 compiled 39% of its trial time, 32% without that). So a second graph parks too, and a third (see the end); a
 proposal of a fourth is measured in its own trial.
 
-The expert's two trials are the exception: the informed start's twin in the other half precision
-(:func:`autotune.sweep.proposals.expert_choice.precision_twin`), queued right after it, parks beside it though its graph
+The expert's two trials are the exception: the informed start's twin
+(:func:`autotune.sweep.proposals.expert_choice.informed_twin`), queued right after it, parks beside it though its graph
 differs (while they are parked a sampler's proposal parks only with one of their graphs; one of another is measured).
 Both graphs compile ahead while the default runs, and neither is a sampler's draw in a poor region. Measured at
 once, the twin made the informed start wait for the rest of its compile first (it would outlast it), the GPU idle:
