@@ -16,9 +16,18 @@ from autotune import workloads
 from autotune.errors import first_line
 from autotune.knobs import float8
 
-__all__ = ["WORKLOAD_ATTR", "device_facts"]
+__all__ = ["STATE_BYTES_PER_PARAM", "WORKLOAD_ATTR", "device_facts", "training_state_gib"]
 
 WORKLOAD_ATTR = "informed_start"  # a build function's {param: value}: what an expert picks on a GPU
+# What each parameter holds on the device through a trial's step whatever the batch: its fp32 weight (autocast keeps
+# the master weights in fp32), its fp32 gradient and AdamW's two fp32 moments (the trials' optimizer).
+STATE_BYTES_PER_PARAM = 16
+
+
+def training_state_gib(model: torch.nn.Module) -> float:
+    """GiB of ``model``'s weights, gradients and AdamW state in a trial: the part of its peak memory that a larger
+    batch does not grow (shared parameters counted once)."""
+    return sum(p.numel() for p in model.parameters()) * STATE_BYTES_PER_PARAM / 2**30
 
 
 def _cpu_has_amx() -> bool:
@@ -50,7 +59,8 @@ def device_facts(
 ) -> dict[str, Any]:
     """In a trial process: the device's facts, the workload's own choices, and what its model, built on the meta
     device with ``params`` (no memory, no weights), says: (``layout``) whether it has 4-D weights; (``float8_searched``,
-    on a GPU with FP8 and torchao) the share of its Linear FLOPs float8 would convert. Returns plain data."""
+    on a GPU with FP8 and torchao) the share of its Linear FLOPs float8 would convert; (on a GPU) its weights,
+    gradients and optimizer state in GiB (:func:`training_state_gib`). Returns plain data."""
     if device_name == "auto":
         device_name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device_name)
@@ -64,7 +74,8 @@ def device_facts(
     build = workloads.resolve(workload)
     facts["workload_choices"] = dict(getattr(build, WORKLOAD_ATTR, None) or {})
     share = float8_searched and bool(facts.get("float8"))
-    if layout or share:
+    gpu = device.type == "cuda"
+    if layout or share or gpu:
         try:
             accepted = workloads.workload_params(build)
             own = {name: value for name, value in params.items() if name in accepted}
@@ -74,6 +85,9 @@ def device_facts(
                 facts["four_d_weights"] = model is not None and any(p.dim() == 4 for p in model.parameters())
             if share and model is not None:
                 facts["float8_share"] = float8.converted_share(model)
-        except Exception as exc:  # the workload cannot be built on meta: say so, choose without it
-            facts["layout_error"] = f"{type(exc).__name__}: {first_line(exc)}"
+            if gpu and isinstance(model, torch.nn.Module):
+                facts["state_gib"] = training_state_gib(model)
+        except Exception as exc:  # the workload cannot be built on meta: say so where it matters, choose without it
+            if layout:
+                facts["layout_error"] = f"{type(exc).__name__}: {first_line(exc)}"
     return facts

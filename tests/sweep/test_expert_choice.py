@@ -19,9 +19,9 @@ from autotune.sweep.proposals.expert_choice import (
     DeviceFacts,
     expert_params,
     float8_pays,
-    likely_starts,
     float8_twin,
     informed_twin,
+    likely_starts,
     precision_twin,
 )
 
@@ -252,6 +252,22 @@ def test_a_measured_checkpointed_trial_replaces_the_factor(tmp_path: Path) -> No
     heavy = checkpointed_trial(3, {"batch_size": 20, "activation_checkpointing": "selective"}, 9.5)
     expert = expert_params(space, default, H100, measured=(default, heavy))
     assert expert.params == {"batch_size": 24, "activation_checkpointing": "full"}
+
+
+def test_the_batch_grows_the_activations_only_where_the_models_state_is_known(tmp_path: Path) -> None:
+    # a 2B-parameter decoder on an H200: 56.0 GiB at batch 2 in fp32, 30 GiB of it weights, gradients and AdamW state
+    space = space_file(tmp_path, "  batch_size: {choices: [2, 4, 8, 16], ordinal: true, default: 2}\n"
+                       "  precision: [default, bf16]\n")  # fmt: skip
+    default = default_trial(space, 56.0)
+    whole = expert_params(space, default, H200)
+    # the whole peak scaled: 56.0 / 2 * 0.8 = 22.4 GiB a sample, so 4 is the largest batch within 125.8 GiB
+    assert whole.params["batch_size"] == 4
+    split = expert_params(space, default, replace(H200, state_gib=30.0))
+    # the rest scaled: (56.0 - 30.0) / 2 * 0.8 = 10.4 GiB a sample, 30 + 83.2 = 113.2 GiB at 8 fits, 16 does not
+    assert split.params["batch_size"] == 8
+    assert "(30.0 GiB of it weights, gradients and optimizer state) scaled: about 113.2 GiB at 8" in split.describe()
+    # a state the peak cannot hold (a wrong count) is not trusted: the whole peak is scaled
+    assert expert_params(space, default, replace(H200, state_gib=60.0)).params["batch_size"] == 4
 
 
 FP8_SPACE = """\

@@ -62,9 +62,10 @@ LOWER_PRECISION_MEMORY = 0.8
 # Peak memory with activation checkpointing over without it at the same batch, until the study has measured a trial
 # with it (then its own peak is scaled instead). Checkpointing drops the blocks' activations (full keeps a block's
 # input alone; selective its matmul and attention outputs too), but the peak also holds the weights, gradients and
-# optimizer state, and the activations outside the blocks (a language model's logits), which it leaves alone, while
-# largest_batch scales the whole peak with the batch. No GPU figure is recorded yet, so the factors are timid: a batch
-# too large costs an out-of-memory trial, one a step too small a little throughput.
+# optimizer state (which largest_batch takes out first where the model's size is known, else it scales the whole peak
+# with the batch), and the activations outside the blocks (a language model's logits), which it leaves alone. No GPU
+# figure is recorded yet, so the factors are timid: a batch too large costs an out-of-memory trial, one a step too
+# small a little throughput.
 CHECKPOINTED_MEMORY = {"full": 0.7, "selective": 0.85}
 LOADER_WORKERS = 4  # the best loader measured behind ResNet-50 on an H100 (README: the whole job)
 HALF_PRECISIONS = ("bf16", "fp16")  # the two autocast formats, both measured where the GPU has both (precision_twin)
@@ -94,6 +95,9 @@ class DeviceFacts:
     workload_choices: dict[str, Any] = field(default_factory=dict)
     cpus: int = 1
     layout_error: str | None = None  # why the model's weights could not be looked at (memory_format then stays)
+    # GiB of the model's weights, gradients and AdamW state (autotune.trial.probe.training_state_gib): the part of a
+    # trial's peak that the batch does not grow; None: not asked (a CPU) or unknown
+    state_gib: float | None = None
 
     @property
     def gpu(self) -> bool:
@@ -215,13 +219,15 @@ def largest_batch(
 ) -> tuple[Any, str | None]:
     """The largest batch the default trial's measured peak says will fit, and how that was reckoned.
 
-    Peak memory is scaled from the default's in proportion to the batch (an over-estimate for a larger batch:
-    the weights and optimizer state do not grow with it), times :data:`LOWER_PRECISION_MEMORY` when the expert
-    lowers the precision, and times :data:`CHECKPOINTED_MEMORY` when ``checkpointing`` (the expert's
-    ``activation_checkpointing``, which the default did not have) lowers it. It must fit in :data:`HEADROOM` of the
-    device's memory (and of ``--memory-cap``), and every constraint over ``peak_mem_gib`` must hold at it over
-    :data:`HEADROOM`. On a CPU, or without a peak to scale, the default's batch stays; after an OOM, the largest
-    batch below the default's.
+    The default's peak is split into the model's weights, gradients and optimizer state (``facts.state_gib``, which the
+    batch does not grow) and the rest, scaled in proportion to the batch, times :data:`LOWER_PRECISION_MEMORY` when the
+    expert lowers the precision, and times :data:`CHECKPOINTED_MEMORY` when ``checkpointing`` (the expert's
+    ``activation_checkpointing``, which the default did not have) lowers it. Without ``state_gib`` the whole peak is
+    scaled: an over-estimate for a larger batch, by the most for a large model (a 2B-parameter decoder's 30 GiB of
+    state, of a 56 GiB peak at batch 2 in fp32, held its informed start at batch 4 on an H200 where 8 fit). It must fit
+    in :data:`HEADROOM` of the device's memory (and of ``--memory-cap``), and every constraint over ``peak_mem_gib``
+    must hold at it over :data:`HEADROOM`. On a CPU, or without a peak to scale, the default's batch stays; after an
+    OOM, the largest batch below the default's.
     """
     base = _base(spec, default)
     batch = default.params.get(spec.name) or (default.result.params.get(spec.name) if default.result else None)
@@ -236,14 +242,17 @@ def largest_batch(
     if not facts.gpu or peak is None or peak <= 0:
         return base, None
     checkpointed = CHECKPOINTED_MEMORY.get(checkpointing or "none", 1.0)
-    per_sample = peak / batch * (LOWER_PRECISION_MEMORY if lower_precision else 1.0) * checkpointed
+    state = facts.state_gib if facts.state_gib is not None and 0 < facts.state_gib < peak else 0.0
+    per_sample = (peak - state) / batch * (LOWER_PRECISION_MEMORY if lower_precision else 1.0) * checkpointed
     limits = [m for m in (facts.memory_gib, memory_cap_gib) if m]
     usable = HEADROOM * min(limits) if limits else None
 
+    def estimate(value: int) -> float:
+        return state + per_sample * value
+
     def fits(value: int) -> bool:
-        estimate = per_sample * value
-        holds, _ = _peak_constraints_hold(space, estimate / HEADROOM)
-        return holds and (usable is None or estimate <= usable)
+        holds, _ = _peak_constraints_hold(space, estimate(value) / HEADROOM)
+        return holds and (usable is None or estimate(value) <= usable)
 
     fitting = [v for v in values if fits(v)]
     chosen = fitting[-1] if fitting else values[0]
@@ -251,11 +260,16 @@ def largest_batch(
     bounds += _peak_constraints_hold(space, 0.0)[1]
     recomputed = f" with activation_checkpointing={checkpointing}" if checkpointed != 1.0 else ""
     how = (
-        f"trial {default.number}'s peak {peak:.1f} GiB at batch {batch} scaled: about {per_sample * chosen:.1f} GiB "
+        f"trial {default.number}'s peak {peak:.1f} GiB at batch {batch}{_of_it_state(state)} scaled: "
+        f"about {estimate(chosen):.1f} GiB "
         f"at {chosen}{' in lower precision' if lower_precision else ''}{recomputed}, "
         f"within {' and '.join(bounds) or 'no limit'}"
     )
     return chosen, how
+
+
+def _of_it_state(state_gib: float) -> str:
+    return f" ({state_gib:.1f} GiB of it weights, gradients and optimizer state)" if state_gib else ""
 
 
 def _batch_for(
