@@ -118,6 +118,7 @@ class Sweep:
         trial they stop); the caller says how to resume.
         """
         ctx, started, ahead = self.ctx, time.time(), self.turns.ahead
+        resumed_with = ctx.records.tally().measured  # a resumed study's earlier trials: not this run's wall time
         try:
             with self.signals:
                 if self.role == "finish":
@@ -132,7 +133,7 @@ class Sweep:
                 if self.device.failure is None and self.role != "search":  # a failed device runs nothing more
                     self.finishing.run(self._stages(), searched=ctx.records.budgeted)
             ctx.progress.close()
-            return summarize(ctx, reason, time.time() - started)
+            return summarize(ctx, reason, time.time() - started, resumed_with)
         except BaseException as exc:
             ctx.progress.close()  # the status line gives way to what ends the command
             sweep_ended(ctx, exc)  # the MLflow run ended, not left RUNNING; a storage fault raised as its one line

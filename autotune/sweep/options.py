@@ -80,7 +80,8 @@ class SweepSummary:
 
     study_name: str
     stop_reason: str = ""
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # this run's wall time (a resumed study's earlier runs not counted)
+    resumed_with: int = 0  # measured trials the study held when this run started: its wall time is not theirs
     tally: Tally = field(default_factory=lambda: Tally(0, 0, 0))
     skipped: int = 0  # proposals that ran nothing: duplicates, rejected, surplus
     best_trial: int | None = None

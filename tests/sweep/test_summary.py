@@ -35,6 +35,12 @@ def test_summary_shows_the_time_in_pruned_trials(tmp_path: Path) -> None:
     assert summary.compile_s == sum(t.compile_s for t in trials.values()) == 0
     share = f"in trials that ended pruned {summary.pruned_s / 60:.1f} min ({summary.pruned_s / summary.trial_s:.0%})"
     assert share in summary_text(summary, storage)
+    assert summary.resumed_with == 0 and "this run" not in summary_text(summary, storage)
+    # run again on the study: its wall time is this run's, and the summary says so
+    again = run_sweep(load_space(space), SweepOptions(report=False, storage=storage, tracking=False, remeasure_top=0))
+    measured = summary.tally.measured
+    assert again.resumed_with == measured > 0 and again.tally.measured == measured
+    assert f"(this run; it resumed a study of {measured} measured trials)" in summary_text(again, storage)
 
 
 def test_economy_line_shares_of_trial_time() -> None:

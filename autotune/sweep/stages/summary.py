@@ -26,13 +26,16 @@ from autotune.views.leaderboard import render, rows
 __all__ = ["summarize", "summary_text", "winner_attr"]
 
 
-def summarize(ctx: SweepContext, stop_reason: str, wall_s: float) -> SweepSummary:
+def summarize(ctx: SweepContext, stop_reason: str, wall_s: float, resumed_with: int = 0) -> SweepSummary:
     """What the sweep found, from the whole study (every worker's trials and re-measurements); mirrored to
-    the study's ``autotune.winner`` attribute and to MLflow."""
+    the study's ``autotune.winner`` attribute and to MLflow. ``wall_s`` is this run's; ``resumed_with`` the measured
+    trials the study held when it started."""
     records = ctx.records
     records.reread_remeasurements()  # every worker's, however they were shared out
     tally = records.tally()
-    summary = SweepSummary(ctx.study.study_name, stop_reason=stop_reason, wall_s=wall_s, tally=tally)
+    summary = SweepSummary(
+        ctx.study.study_name, stop_reason=stop_reason, wall_s=wall_s, resumed_with=resumed_with, tally=tally
+    )
     summary.skipped = records.total - tally.measured - len(records.running)
     summary.time = records.time()
     summary.faster_infeasible = len(records.faster_infeasible())
@@ -138,10 +141,16 @@ def _outcomes(summary: SweepSummary) -> str:
     return f"{tally.ok} ok{infeasible}{pruned}, {tally.failed} failed"
 
 
+def _this_run(summary: SweepSummary) -> str:
+    """Whose time the wall time is, where the study was resumed: this run's only."""
+    held = summary.resumed_with
+    return f" (this run; it resumed a study of {held} measured trial{'s' if held != 1 else ''})" if held else ""
+
+
 def summary_text(summary: SweepSummary, storage: str) -> str:
     """The last lines of a sweep: why it stopped, the winner, the leaderboard, what to run next."""
     lines = [
-        f"sweep {summary.study_name}: {summary.stop_reason} in {minutes(summary.wall_s)}; "
+        f"sweep {summary.study_name}: {summary.stop_reason} in {minutes(summary.wall_s)}{_this_run(summary)}; "
         f"{summary.measured} measured ({_outcomes(summary)}), {summary.skipped} not run (duplicates, rejected)",
     ]
     if summary.best_trial is not None and summary.best_value is not None:
