@@ -5,7 +5,9 @@
   measures both, so the advice only repeats itself (an H200 sweep printed it once per graph compiled ahead).
 - torchao's import logs a warning per C++ extension its wheel carries that this machine cannot load (its CUDA-only
   kernels, on a CPU), and torch warns of the enums torchao registers with its pytree: float8 trials run the same
-  either way, and a CPU trial printed five such lines.
+  either way, and a CPU trial printed five such lines. Python 3.12 compiling one of torchao's docstrings (on an
+  image that keeps no bytecode) warns of an escape sequence, in every trial process that imports it, also through
+  transformers, which imports torchao where it is installed: an H200 llama sweep printed it five times a trial.
 - Python's multiprocessing resource tracker warns at exit of "leaked semaphore objects" that trial processes ended
   by their hard stop left registered. The tracker unlinks them as it warns: nothing is lost, and the line closed
   every GPU sweep.
@@ -19,7 +21,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-__all__ = ["quiet_resource_tracker", "quiet_tf32_hint", "quiet_torchao_import"]
+__all__ = ["quiet_resource_tracker", "quiet_tf32_hint", "quiet_torchao_import", "quiet_torchao_syntax"]
 
 # Inductor's advice (torch/_inductor/compile_fx.py), printed once per process that compiles without TF32.
 _TF32_HINT = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
@@ -31,6 +33,14 @@ _TRACKER_FILTER = "ignore:resource_tracker:UserWarning"
 def quiet_tf32_hint() -> None:
     """Silence Inductor's TF32 advice in this process (one that compiles a configuration the search chose)."""
     warnings.filterwarnings("ignore", message=_TF32_HINT)
+
+
+def quiet_torchao_syntax() -> None:
+    """Silence, in this process, the warning Python raises compiling torchao's sources (whoever imports them): a
+    SyntaxWarning from Python 3.12, a DeprecationWarning before. A compile-time warning's module is its file's path
+    less ``.py``, hence the pattern."""
+    for category in (SyntaxWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", category=category, module=r".*[/\\]torchao[/\\]")
 
 
 def quiet_resource_tracker() -> None:

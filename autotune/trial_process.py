@@ -24,6 +24,7 @@ from typing import Any
 
 from autotune.host import name_process
 from autotune.measurement import Status, TrialResult
+from autotune.quiet import quiet_torchao_syntax
 from autotune.trial.trialspec import TrialSpec
 
 __all__ = ["AHEAD_PROCESS", "TRIAL_PROCESS", "ChildOutcome", "Running", "TrialRunner"]
@@ -74,6 +75,7 @@ def _child_main(target: Callable[..., Any], args: tuple[Any, ...], conn: Connect
     # setsid() is in the terminal's process group, and a KeyboardInterrupt there printed a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent()
+    quiet_torchao_syntax()  # before the target's imports: transformers imports torchao where it is installed
     value = target(*args)
     with contextlib.suppress(BrokenPipeError):  # the requester is gone (killed): nobody to tell
         conn.send(value)

@@ -36,3 +36,20 @@ def test_the_leaked_semaphore_warning_is_silenced_only_where_asked(mode: str, tm
     )
     assert done.returncode == 0, done.stderr
     assert ("leaked semaphore" in done.stderr) == (mode == "loud"), done.stderr
+
+
+_COMPILE = """
+import warnings
+from autotune.quiet import quiet_torchao_syntax
+warnings.simplefilter("always")
+quiet_torchao_syntax()
+source = 'doc = "an escape \\\\. Python warns of"'
+compile(source, "/site-packages/torchao/quantization/quant_api.py", "exec")
+compile(source, "/site-packages/users_model/layers.py", "exec")
+"""
+
+
+def test_the_escape_warning_of_torchaos_sources_is_silenced_and_no_other() -> None:
+    done = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, timeout=60, check=True)
+    assert "torchao" not in done.stderr  # SyntaxWarning on Python 3.12, DeprecationWarning before
+    assert "users_model/layers.py" in done.stderr and "invalid escape sequence" in done.stderr

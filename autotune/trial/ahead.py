@@ -39,6 +39,7 @@ from autotune.errors import AutotuneError
 from autotune.kernels.listing import load_kernel
 from autotune.kernels.pinning import TrialPins
 from autotune.knobs.applying import apply
+from autotune.knobs.attention import keep_refusals
 from autotune.quiet import quiet_tf32_hint
 from autotune.trial.build import configured
 from autotune.trial.failures import classify
@@ -125,6 +126,7 @@ def _compile(spec: TrialSpec) -> int:
     if knobs.compile_mode == "none":
         raise AutotuneError("an eager configuration has no graph to compile")
     quiet_tf32_hint()
+    keep_refusals()  # the reasons a pinned attention kernel cannot run: in the trial's line, not on the console
     _check_free_memory(device)
     torch.manual_seed(spec.seed)
     workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)

@@ -15,6 +15,7 @@ import torch
 
 from autotune import workloads
 from autotune.errors import AutotuneError
+from autotune.knobs.attention import keep_refusals
 from autotune.knobs.registry import KNOB_SPECS, Knobs
 from autotune.measurement import Status, TrialResult
 from autotune.quiet import quiet_tf32_hint
@@ -59,6 +60,7 @@ def measure_workload(
     params = {**knobs.to_params(), **workload_params, **kernel_params}
     knobs.check_combination(device.type)
     quiet_tf32_hint()
+    keep_refusals()  # the reasons a pinned attention kernel cannot run: in the trial's line, not on the console
     torch.manual_seed(spec.seed)
     workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)
     if not isinstance(workload, workloads.Workload):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from autotune.errors import AutotuneError, NumericsError, first_line
-from autotune.knobs.attention import cannot_run
+from autotune.knobs.attention import cannot_run, refusals
 from autotune.measurement import Status
 
 __all__ = ["classify"]
@@ -49,7 +49,8 @@ def classify(exc: BaseException) -> tuple[Status, str]:
         return Status.NUMERICS, message
     if cannot_run := [e for e in chain if _cannot_run(e)]:
         cause = cannot_run[-1]  # the innermost: the compiler's wrapper says only that tracing failed
-        return Status.INVALID, f"{type(cause).__name__}: {first_line(cause)}"
+        why = "; ".join(refusals())  # PyTorch's reasons, warned before it raised (knobs.attention.keep_refusals)
+        return Status.INVALID, f"{type(cause).__name__}: {first_line(cause)}" + (f" ({why})" if why else "")
     if any(type(e).__module__.startswith(_COMPILE_MODULES) for e in chain):
         return Status.COMPILE_ERROR, reason
     return Status.CRASH, reason

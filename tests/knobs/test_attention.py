@@ -3,6 +3,8 @@ a kernel that cannot run an invalid trial in a real trial process."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -101,6 +103,39 @@ def test_a_kernel_that_cannot_run_is_an_invalid_trial(backend: str) -> None:
     )
     after = TrialRunner(compiles=False).run(TrialSpec("trial_workloads:tiny_mlp", {}, "tiny", "cpu"), timeout_s=120)
     assert after.status is Status.OK, after.reason
+
+
+# In a process of its own, as a trial: flash pinned for key/value heads fewer than the query's (no enable_gqa),
+# which PyTorch refuses after warning why; then a warning of another kind.
+_REFUSED = """
+import warnings
+import torch
+from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from autotune.knobs.attention import keep_refusals, refusals
+from autotune.trial.failures import classify
+keep_refusals()
+q, kv = torch.randn(2, 4, 16, 8), torch.randn(2, 2, 16, 8)
+try:
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        F.scaled_dot_product_attention(q, kv, kv)
+except RuntimeError as exc:
+    status, reason = classify(exc)
+    print(status.value, "|", reason)
+warnings.warn("a warning of the model's own")
+"""
+
+
+def test_a_refused_kernel_says_why_in_the_trials_line_not_on_the_console() -> None:
+    done = subprocess.run([sys.executable, "-c", _REFUSED], capture_output=True, text=True, timeout=120, check=True)
+    status, reason = done.stdout.strip().split(" | ")
+    assert status == "invalid"  # a CPU says "No available kernel.  Aborting execution." (two spaces): still invalid
+    assert reason.startswith("RuntimeError: No available kernel.")
+    assert reason.endswith(
+        "(For dense input, both fused kernels require query, key and value to have the same num_heads)"
+    )
+    assert "sdp_utils" not in done.stderr and "num_heads" not in done.stderr  # kept for the line, not printed
+    assert "a warning of the model's own" in done.stderr  # other warnings show as before
 
 
 @pytest.mark.gpu
