@@ -181,9 +181,10 @@ class CompileAhead:
             compiling.running.kill()
             del self._compiling[compiling.key]
         claimed = list(self._compiling.values())
-        if claimed:
-            graphs = f"{len(claimed)} compile{'s' if len(claimed) > 1 else ''} ahead"
-            self.progress.message(f"waiting for the {graphs} that parked trials wait for")
+        if len(claimed) == 1:
+            self.progress.message("waiting for the compile ahead that a parked trial waits for")
+        elif claimed:
+            self.progress.message(f"waiting for the {len(claimed)} compiles ahead that parked trials wait for")
         for compiling in claimed:
             self._collect(compiling, self.timeout_s)
 
