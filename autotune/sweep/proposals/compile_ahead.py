@@ -28,8 +28,9 @@ stopped when the search ends (the finishing stages run alone). A failed compile 
 costs nothing but the idle CPU's time: the trial compiles as before and meets the failure itself.
 
 GPU memory is shared too: each compile ahead holds the CUDA context, the model's parameters and a batch while it
-compiles (four compiles ahead of a 2.0B-parameter Llama held 9.5 GiB each of an H200, and two of its trials ran out of
-memory beside them, configurations that fit alone). So:
+compiles. Four compiles ahead of a 2.0B-parameter Llama (fp32 weights) held 9.5 GiB each of an H200, and two of its
+trials ran out of memory beside them, short by less than the compiles held (15.7 GiB asked, 6.4 GiB free, 19-38 GiB
+held by compiles ahead). So:
 
 - fewer run at once where the model is large: a compile ahead answers how much of the GPU it held
   (:mod:`autotune.trial.ahead`), and from then on no more run at once than fit in :data:`AHEAD_GPU_SHARE` of the GPU
