@@ -91,9 +91,8 @@ def _run_trial(spec: TrialSpec, requested_at: float) -> dict[str, Any]:
 
 
 def _compile_ahead(spec: TrialSpec) -> dict[str, Any]:
+    name_process(AHEAD_PROCESS)  # first: a trial started just after it can tell it apart already
     from autotune.trial.ahead import compile_ahead  # in the child, as the trial job is
-
-    name_process(AHEAD_PROCESS)
 
     return compile_ahead(spec)
 

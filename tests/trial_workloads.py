@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
+from autotune.trial_process import AHEAD_PROCESS
 from autotune.workloads import Workload
 
 MakeBatch = Callable[[int, torch.device], tuple[torch.Tensor, torch.Tensor]]
@@ -56,6 +57,41 @@ def spawner(preset: str = "tiny", pidfile: str = "") -> Workload:
     helper = subprocess.Popen(["sleep", "600"])
     Path(pidfile).write_text(str(helper.pid))
     return sleepy(preset)
+
+
+def crowded(preset: str = "tiny") -> Workload:
+    """Runs out of memory (``torch.OutOfMemoryError``, as CUDA's allocator raises it) when built in a trial while a
+    compile ahead of the same sweep runs: a process named as compiles ahead are, forked by the trial's own server.
+    Built in a compile ahead, or in a trial with none beside it, it is :func:`tiny_mlp`."""
+    if _own_name() != AHEAD_PROCESS and _compile_ahead_beside():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (a compile ahead holds the rest)")
+    return tiny_mlp(preset)
+
+
+def _own_name() -> str:
+    return Path("/proc/self/comm").read_text().strip()
+
+
+def _compile_ahead_beside(settle_s: float = 1.0) -> bool:
+    """Whether a compile ahead forked by this process's server (its siblings) is running; looked for during
+    ``settle_s`` (a compile ahead started just before this trial names itself within moments)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        if any(_is_sibling_ahead(stat) for stat in Path("/proc").glob("[0-9]*/stat")):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _is_sibling_ahead(stat: Path) -> bool:
+    """``/proc/PID/stat`` is a live compile ahead whose parent is this process's: ``PID (comm) state ppid ...``."""
+    try:
+        name, rest = stat.read_text().rsplit(")", 1)
+    except (OSError, ValueError):
+        return False  # gone meanwhile
+    state, ppid = rest.split()[:2]
+    return name.split("(", 1)[-1] == AHEAD_PROCESS and state != "Z" and int(ppid) == os.getppid()
 
 
 def killed(preset: str = "tiny", signame: str = "SIGKILL") -> Workload:

@@ -7,7 +7,9 @@ be compiled in its trial, or waited for, while a compile ahead can take it: then
 (:mod:`autotune.sweep.proposals.parked_trials`) and measured in a later turn; one predicted to outlast the parked
 informed start's compile waits for it to be measured first; one that cannot park has its compile started ahead where the
 parked trials would be ready sooner, and they are measured first. Before a measurement the compile ahead is kept going
-(:mod:`autotune.sweep.proposals.compile_ahead`); the recorder writes the outcome to the study and MLflow.
+(:mod:`autotune.sweep.proposals.compile_ahead`); a trial that ran out of memory while compiles ahead ran beside it is
+measured once more, alone (:func:`~autotune.sweep.proposals.compile_ahead.measure_alone`), and only that measurement
+is its outcome. The recorder writes the outcome to the study and MLflow.
 
 A stop signal while the trial process runs kills it and records the trial as interrupted, its configuration queued
 to run first when the sweep resumes (:mod:`autotune.sweep.workers.interrupted_trials`); any other exception fails it.
@@ -31,7 +33,7 @@ from autotune.search.costmodel import graph_key
 from autotune.storage.rdb import heartbeat, quiet_optuna
 from autotune.sweep.context import SweepContext
 from autotune.sweep.faults.full_disk import GuardedRecorder
-from autotune.sweep.proposals.compile_ahead import CompileAhead
+from autotune.sweep.proposals.compile_ahead import CompileAhead, measure_alone
 from autotune.sweep.proposals.compile_pruning import pruning_for
 from autotune.sweep.proposals.informed_start import InformedStart
 from autotune.sweep.proposals.parked_trials import Parked, Parking, Predict, taken_up
@@ -168,10 +170,26 @@ class TrialTurns:
         if proposal.answer is not None:
             return proposal.answer
         waited = self._before_measuring(proposal)
+        beside = self.ahead.running() if self.ahead is not None else 0
         result = self._measure(proposal)
         if self.ahead is not None:
+            if measure_alone(result, beside):
+                result = self._measure_alone(proposal, beside)
             self.ahead.account(proposal.params, result, waited)
         return result
+
+    def _measure_alone(self, proposal: Proposal, beside: int) -> TrialResult:
+        """Measure ``proposal`` again with no compile ahead beside it: its first measurement ran out of memory while
+        ``beside`` compiles ahead held some, which says nothing of its configuration."""
+        assert self.ahead is not None
+        compiles = f"{beside} compile{'s' if beside > 1 else ''} ahead"
+        number = proposal.trial.number
+        self.ctx.progress.message(
+            f"trial {number} ran out of memory while {compiles} held GPU memory: measuring it again alone"
+        )
+        with self.signals.interruptible():  # waiting for a parked trial's compile: a stop signal ends it at once
+            self.ahead.make_way()
+        return self._measure(proposal)
 
     def _before_measuring(self, proposal: Proposal) -> float:
         """Keep the compile ahead going (:mod:`autotune.sweep.proposals.compile_ahead`); the seconds this trial waited

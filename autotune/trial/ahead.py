@@ -20,8 +20,12 @@ cuDNN's search) are the trial's: they need the GPU.
 
 The job runs at low CPU priority with half the host's cores for Inductor's kernel builds, so the trial being
 measured meanwhile keeps its cores; and it gives up, before it builds the model and after, where less than
-:data:`MIN_FREE_SHARE` of the GPU's memory is free, so that it never takes memory a trial needs (a model whose
-weights fill the GPU is not compiled ahead).
+:data:`MIN_FREE_SHARE` of the GPU's memory is free (a model whose weights fill the GPU is not compiled ahead). That
+check cannot protect the trial beside it: the sweep starts the job just before the trial, whose memory then still
+grows. So the job gives back its allocator's cache once the model and batch are built, and answers how much of the
+GPU it held at most (``held_gib``, of ``gpu_gib``): the sweep runs no more compiles ahead at once than fit in a small
+share of the GPU (:func:`autotune.sweep.proposals.compile_ahead.memory_slots`), and measures a trial that ran out of
+memory beside them again, alone.
 """
 
 from __future__ import annotations
@@ -52,7 +56,10 @@ __all__ = ["MIN_FREE_SHARE", "NICENESS", "CompileOnly", "CompiledAhead", "compil
 
 NICENESS = 10  # added to the job's CPU niceness: the measured trial (niceness 0) comes first
 # The share of the GPU's memory that must be free, before the model is built and after, for the job to go on: the
-# trial being measured beside it may need the rest (an OOM there would be the configuration's, wrongly).
+# trial being measured beside it may need the rest (an OOM there would be the configuration's, wrongly). The free
+# figure is the device's, so what other compiles ahead hold when it is read is counted already; what it cannot see is
+# the trial's memory still to come (it starts beside the job) and the compiles ahead that build after the check: the
+# sweep's cap on compiles ahead by the memory each holds covers those (autotune.sweep.proposals.compile_ahead).
 MIN_FREE_SHARE = 0.4
 
 
@@ -89,17 +96,37 @@ def compile_ahead(spec: TrialSpec) -> dict[str, Any]:
     """Compile ``spec``'s graphs into its ``compile_cache_dir``; never raises.
 
     Returns ``{"ok": True, "seconds": ..., "graphs": N}``, or ``{"ok": False, "seconds": ..., "reason": ...}``
-    (the trial then compiles as it would have: nothing is lost but the idle CPU's time).
+    (the trial then compiles as it would have: nothing is lost but the idle CPU's time); on a GPU either also says
+    what the job held of it at most, ``held_gib`` of ``gpu_gib`` (:func:`_gpu_memory`).
     """
     started = time.perf_counter()
     try:
         graphs = _compile(spec)
     except Exception as exc:  # a failure here is the trial's to meet and classify, with the GPU to run it
         _, reason = classify(exc)
-        return {"ok": False, "seconds": time.perf_counter() - started, "reason": reason}
-    if not graphs:
-        return {"ok": False, "seconds": time.perf_counter() - started, "reason": "no graph was compiled"}
-    return {"ok": True, "seconds": time.perf_counter() - started, "graphs": graphs}
+        answer: dict[str, Any] = {"ok": False, "seconds": time.perf_counter() - started, "reason": reason}
+    else:
+        seconds = time.perf_counter() - started
+        answer = {"ok": True, "seconds": seconds, "graphs": graphs}
+        if not graphs:
+            answer = {"ok": False, "seconds": seconds, "reason": "no graph was compiled"}
+    return answer | _gpu_memory(spec.device)
+
+
+def _gpu_memory(device_name: str) -> dict[str, float]:
+    """The most GPU memory this job held once its model and batch were built (its allocator's peak reservation from
+    then on, or over the whole job where it failed before; the CUDA context, a few hundred MiB, is not counted) and the
+    GPU's whole memory, in GiB; nothing where the job never used a GPU."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return {}
+    try:
+        device = resolve_device(device_name)
+    except AutotuneError:
+        return {}
+    if device.type != "cuda":
+        return {}
+    _, total = torch.cuda.mem_get_info(device)
+    return {"held_gib": torch.cuda.max_memory_reserved(device) / 2**30, "gpu_gib": total / 2**30}
 
 
 def _check_free_memory(device: torch.device) -> None:
@@ -134,6 +161,11 @@ def _compile(spec: TrialSpec) -> int:
     if not isinstance(workload, workloads.Workload) or workload.make_batch is None:
         raise AutotuneError("only a training workload that makes its batches on the device is compiled ahead")
     batch = workload.make_batch(knobs.batch_size or workload.default_batch_size, device)
+    if device.type == "cuda":
+        # What building left in the allocator's cache is the trial's to use while this compiles, and what this job
+        # holds from here on is what it holds beside the trial (its answer's held_gib).
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
     workload.model.train()
     optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)  # the trial's optimizer (not stepped)
     backends: list[CompileOnly] = []

@@ -61,6 +61,29 @@ def test_a_compiled_trial_runs_the_graph_compiled_ahead_of_it(tmp_path: Path) ->
         assert metrics["compile_s"] >= metrics.get(AHEAD_WAIT_METRIC, 0.0)
 
 
+def test_a_trial_out_of_memory_beside_a_compile_ahead_is_measured_again_alone(tmp_path: Path) -> None:
+    """The workload runs out of memory in a trial while a compile ahead of the sweep runs (trial_workloads.crowded):
+    the default trial, beside the informed start's compile ahead, is measured again with that compile stopped and
+    recorded ok, as is every trial; none is recorded oom."""
+    space_file = tmp_path / "crowded.yaml"
+    space_file.write_text(SPACE.replace("tiny_mlp", "crowded").replace("trials: 4", "trials: 2"))
+    storage = f"sqlite:///{tmp_path}/crowded.db"
+    options = SweepOptions(
+        storage=storage, tracking=False, remeasure_top=0, compile_ahead=True, prune_ratio=0, rehearse_start=False
+    )
+    said = io.StringIO()
+    summary = run_sweep(load_space(space_file), options, Progress(None, None, said))
+    out = said.getvalue()
+    assert "trial 0 ran out of memory while 1 compile ahead held GPU memory: measuring it again alone" in out, out
+    assert summary.measured == 2
+    records = measured_records(optuna.load_study(study_name="crowded", storage=storage))
+    assert [(r.number, r.ok) for r in records] == [(0, True), (1, True)], [(r.number, r.reason) for r in records]
+    # The informed start's compile ahead, a guess while the default ran, was stopped for the default's second
+    # measurement and compiled again for it when it came: it still ran from its compile ahead.
+    informed = next(r for r in records if r.informed)
+    assert informed.compiled and AHEAD_METRIC in informed.first_metrics, informed.first_metrics
+
+
 @pytest.mark.parametrize(
     ("choice", "device", "workers", "expected"),
     [(True, "cpu", 1, True), (False, "cuda", 1, False), (None, "cpu", 1, False), (None, "cuda", 2, False)],

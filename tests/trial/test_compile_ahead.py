@@ -25,6 +25,7 @@ def test_a_trial_compiled_ahead_finds_its_graphs_in_the_cache(tmp_path: Path) ->
     ahead = runner.compile_ahead(spec).wait(300)
     assert ahead.value is not None and ahead.value["ok"], ahead
     assert ahead.value["graphs"] == 1 and ahead.value["seconds"] > 0
+    assert "held_gib" not in ahead.value  # no GPU held: nothing to limit the compiles ahead by
     # Forward and backward, both in the cache (the backward is compiled with the forward, not at a first backward).
     graphs = [entry for folder in (cache / "inductor" / "fxgraph").iterdir() for entry in folder.iterdir()]
     assert len(graphs) == 2, graphs
@@ -66,6 +67,21 @@ def test_a_compile_ahead_gives_way_when_the_gpu_memory_runs_short(monkeypatch: p
     with pytest.raises(AutotuneError, match=r"only 24\.0 of the GPU.s 80\.0 GiB are free"):
         ahead._check_free_memory(torch.device("cuda"))
     ahead._check_free_memory(torch.device("cpu"))  # no GPU memory to share
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_compile_ahead_on_a_gpu_says_how_much_of_it_it_held(tmp_path: Path) -> None:
+    """What the sweep limits its compiles ahead at once by (autotune.sweep.proposals.compile_ahead.memory_slots)."""
+    cache = tmp_path / CACHE_FOLDER / "study"
+    spec = TrialSpec(
+        "trial_workloads:tiny_mlp", {"compile_mode": "default"}, "tiny", "cuda", compile_cache_dir=str(cache)
+    )
+    outcome = TrialRunner().compile_ahead(spec).wait(300)
+    assert outcome.value is not None and outcome.value["ok"], outcome
+    assert 0 < outcome.value["held_gib"] < 1  # a tiny MLP's weights and one batch, in the allocator's blocks
+    total_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
+    assert outcome.value["gpu_gib"] == pytest.approx(total_gib, rel=0.01)
 
 
 def test_a_compile_is_quiet_about_tf32_in_its_process() -> None:

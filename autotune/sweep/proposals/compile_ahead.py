@@ -26,6 +26,19 @@ One compile per 4 cores at a time (:func:`slots`: four on a 16-core host, each f
 priority and with half the cores for kernel builds, so the trial being measured keeps what it needs; they are
 stopped when the search ends (the finishing stages run alone). A failed compile ahead
 costs nothing but the idle CPU's time: the trial compiles as before and meets the failure itself.
+
+GPU memory is shared too: each compile ahead holds the CUDA context, the model's parameters and a batch while it
+compiles. Four compiles ahead of a 2.0B-parameter Llama (fp32 weights) held 9.5 GiB each of an H200, and two of its
+trials ran out of memory beside them, short by less than the compiles held (15.7 GiB asked, 6.4 GiB free, 19-38 GiB
+held by compiles ahead). So:
+
+- fewer run at once where the model is large: a compile ahead answers how much of the GPU it held
+  (:mod:`autotune.trial.ahead`), and from then on no more run at once than fit in :data:`AHEAD_GPU_SHARE` of the GPU
+  (:func:`memory_slots`; at least one). The first compiles, started before any has answered, are counted by cores;
+- a trial that ran out of memory while compiles ahead ran is not the configuration's failure until measured alone
+  (:func:`measure_alone`): the compiles no trial waits for are stopped, those a parked trial waits for are let finish
+  (:meth:`CompileAhead.make_way`), and the trial is measured once more with none beside it; only that measurement is
+  recorded (the first one's GPU time stays in the trial's duration). Compiles ahead start again at the next trial.
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.measurement import AHEAD_METRIC, AHEAD_WAIT_METRIC, TrialResult
+from autotune.measurement import AHEAD_METRIC, AHEAD_WAIT_METRIC, Status, TrialResult
 from autotune.search.costmodel import graph_key
 from autotune.search.samplerview import OrdinalView
 from autotune.space.configurations import list_configurations
@@ -46,7 +59,18 @@ from autotune.sweep.options import Executor, Role
 from autotune.trial_process import Running
 from autotune.views.progress import Progress
 
-__all__ = ["CPUS_PER_COMPILE", "MIN_CPUS", "CompileAhead", "Compiled", "compile_ahead_for", "slots", "wanted"]
+__all__ = [
+    "AHEAD_GPU_SHARE",
+    "CPUS_PER_COMPILE",
+    "MIN_CPUS",
+    "CompileAhead",
+    "Compiled",
+    "compile_ahead_for",
+    "measure_alone",
+    "memory_slots",
+    "slots",
+    "wanted",
+]
 
 # Fewer cores than this and the compile ahead would take the measured trial's: off by default (--compile-ahead
 # turns it on anyway).
@@ -58,6 +82,10 @@ MIN_CPUS = 8
 # 23% of its trial time (37% with two); ResNet-50's compiles ahead each took longer (48-56 s against 42-49 s), and
 # its search still compiled 57% of the time (49% with two, one run each): not settled.
 CPUS_PER_COMPILE = 4
+# The share of the GPU's memory that the compiles ahead running at once may hold together (memory_slots). A guess, not
+# measured: small beside what a trial needs (the job itself gives up under ahead.MIN_FREE_SHARE free), large enough
+# that a small model's compiles ahead (a ResNet-50's parameters are about 0.1 GiB) keep every slot the cores allow.
+AHEAD_GPU_SHARE = 0.1
 Score = Callable[[Sequence[Mapping[str, Any]]], Any]  # configurations -> their scores (None: cannot score yet)
 
 
@@ -72,6 +100,22 @@ def wanted(choice: bool | None, device: str, workers: int) -> bool:
 def slots() -> int:
     """How many compiles ahead run at once on this host: one per :data:`CPUS_PER_COMPILE` cores, at least one."""
     return max(1, (os.cpu_count() or 1) // CPUS_PER_COMPILE)
+
+
+def memory_slots(held_gib: float, gpu_gib: float) -> int | None:
+    """How many compiles ahead may run at once where one holds ``held_gib`` of a GPU of ``gpu_gib``: as many as fit
+    in :data:`AHEAD_GPU_SHARE` of it, at least one (compiling ahead saves most of a sweep's compile time on the GPU,
+    and a trial that runs out of memory beside it is measured again alone: :func:`measure_alone`). None: no limit
+    (nothing held is known, or a CPU)."""
+    if held_gib <= 0 or gpu_gib <= 0:
+        return None
+    return max(1, int(AHEAD_GPU_SHARE * gpu_gib / held_gib))
+
+
+def measure_alone(result: TrialResult, compiles_beside: int) -> bool:
+    """Whether a trial's ``result`` says nothing of its configuration until it is measured again with no compile
+    ahead beside it: it ran out of memory while ``compiles_beside`` compiles ahead held some."""
+    return result.status is Status.OOM and compiles_beside > 0
 
 
 @dataclass(frozen=True)
@@ -112,10 +156,38 @@ class CompileAhead:
         self.score = score
         self.progress = progress
         self.timeout_s = timeout_s
-        self.slots = slots  # compiles at a time
+        self.cpu_slots = slots  # compiles at a time that the host's cores allow
+        self._held_gib = 0.0  # the most GPU memory one compile ahead held (0: none has said)
+        self._gpu_gib = 0.0
         self.done: dict[str, Compiled] = {}  # graph key -> its compile ahead
         self._compiling: dict[str, _Compiling] = {}  # graph key -> its compile in progress
         self._accounted: set[str] = set()  # graphs compiled ahead whose first trial has run
+
+    @property
+    def slots(self) -> int:
+        """Compiles ahead at a time: as the host's cores allow, fewer where they would hold more than
+        :data:`AHEAD_GPU_SHARE` of the GPU (:func:`memory_slots`)."""
+        by_memory = memory_slots(self._held_gib, self._gpu_gib)
+        return self.cpu_slots if by_memory is None else min(self.cpu_slots, by_memory)
+
+    def running(self) -> int:
+        """How many compiles ahead are running now."""
+        return len(self._compiling)
+
+    def make_way(self) -> None:
+        """Leave the GPU to the next trial alone: stop the compiles ahead no trial waits for (guesses the search may
+        make again) and wait for those a parked trial waits for to end, since its trial would otherwise compile the
+        whole graph itself later, the GPU idle. The next :meth:`before` starts compiles ahead again."""
+        for compiling in [c for c in self._compiling.values() if not c.claimed]:
+            compiling.running.kill()
+            del self._compiling[compiling.key]
+        claimed = list(self._compiling.values())
+        if len(claimed) == 1:
+            self.progress.message("waiting for the compile ahead that a parked trial waits for")
+        elif claimed:
+            self.progress.message(f"waiting for the {len(claimed)} compiles ahead that parked trials wait for")
+        for compiling in claimed:
+            self._collect(compiling, self.timeout_s)
 
     def compiled(self) -> list[dict[str, Any]]:
         """The configurations whose graphs were compiled ahead, for the sampler to price as compiled."""
@@ -241,16 +313,15 @@ class CompileAhead:
                 return
 
     def _room(self) -> bool:
-        """A free slot, made where needed by stopping the youngest compile no trial waits for (a guess: the search
-        may pick it again later, and it then compiles again)."""
-        if len(self._compiling) < self.slots:
-            return True
-        guesses = [c for c in self._compiling.values() if not c.claimed]
-        if not guesses:
-            return False
-        youngest = max(guesses, key=lambda c: c.started)
-        youngest.running.kill()
-        del self._compiling[youngest.key]
+        """A free slot, made where needed by stopping the youngest compiles no trial waits for (guesses: the search
+        may pick them again later, and they then compile again); more than one where the slots shrank by memory."""
+        while len(self._compiling) >= self.slots:
+            guesses = [c for c in self._compiling.values() if not c.claimed]
+            if not guesses:
+                return False
+            youngest = max(guesses, key=lambda c: c.started)
+            youngest.running.kill()
+            del self._compiling[youngest.key]
         return True
 
     def _start(self, key: str, params: dict[str, Any]) -> None:
@@ -262,12 +333,27 @@ class CompileAhead:
         outcome = compiling.running.wait(timeout_s)
         seconds = time.monotonic() - compiling.started
         value = outcome.value if isinstance(outcome.value, dict) else {}
+        self._note_memory(value)
         if value.get("ok"):
             self.done[compiling.key] = Compiled(compiling.params, True, float(value.get("seconds", seconds)))
             return
         why = value.get("reason") or outcome.failure or ("timed out" if outcome.timed_out else "no answer")
         self.done[compiling.key] = Compiled(compiling.params, False, seconds, str(why))
         self.progress.message(f"compiling ahead failed ({why}); its trial, if it comes, compiles as before")
+
+    def _note_memory(self, answer: Mapping[str, Any]) -> None:
+        """Take in what a compile ahead held of the GPU (its answer's ``held_gib`` of ``gpu_gib``); say so where that
+        leaves fewer slots than the cores allow."""
+        held, gpu = float(answer.get("held_gib") or 0.0), float(answer.get("gpu_gib") or 0.0)
+        if held <= self._held_gib or gpu <= 0:
+            return
+        before = self.slots
+        self._held_gib, self._gpu_gib = held, gpu
+        if self.slots < before:
+            self.progress.message(
+                f"a compile ahead held {held:.1f} GiB of the GPU's {gpu:.0f}: {self.slots} at a time from now on"
+                f" (at most {AHEAD_GPU_SHARE:.0%} of its memory)"
+            )
 
 
 def _ago(compiling: _Compiling) -> str:
