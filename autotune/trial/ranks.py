@@ -77,8 +77,7 @@ def run_ranks(spec: TrialSpec, requested_at: float, trial: RankTrial) -> TrialRe
     forked = multiprocessing.get_context("fork")
     others = [_Rank.start(forked, rank, ranked, address, requested_at, trial) for rank in range(1, world)]
     try:
-        own = _run_rank(0, ranked, address, requested_at, trial)
-        ended = time.time()
+        own, ended = _run_rank(0, ranked, address, requested_at, trial)
         wait_s = RANK_TIMEOUT_S if own.ok else FAILED_PEER_GRACE_S
         ends = [RankEnd(0, own, ended), *(rank.wait(ended + wait_s) for rank in others)]
     finally:
@@ -125,8 +124,11 @@ def _together(results: list[TrialResult]) -> TrialResult:
     return result
 
 
-def _run_rank(rank: int, spec: TrialSpec, address: str, requested_at: float, trial: RankTrial) -> TrialResult:
-    """One rank: its device, the process group joined, ``trial`` run on the rank's device, the group left."""
+def _run_rank(
+    rank: int, spec: TrialSpec, address: str, requested_at: float, trial: RankTrial
+) -> tuple[TrialResult, float]:
+    """One rank: its device, the process group joined, ``trial`` run on the rank's device, the group left; its result
+    and when the trial ended, before it left the group (a failure is then stamped before the others see it)."""
     device = rank_device(spec.device, rank)
     try:
         if device.startswith("cuda"):
@@ -140,9 +142,9 @@ def _run_rank(rank: int, spec: TrialSpec, address: str, requested_at: float, tri
         )
     except Exception as exc:  # a device it cannot take, the others never came: the trial cannot run
         reason = f"could not join the other ranks: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-        return TrialResult.failed(Status.CRASH, reason, spec.params)
+        return TrialResult.failed(Status.CRASH, reason, spec.params), time.time()
     try:
-        return trial(replace(spec, device=device), requested_at, rank)
+        return trial(replace(spec, device=device), requested_at, rank), time.time()
     finally:
         with contextlib.suppress(Exception):  # a peer already gone: nothing left to tell it
             dist.destroy_process_group()
@@ -199,9 +201,9 @@ def _rank_main(
 ) -> None:
     """A forked rank's life: exit with rank 0, run its trial, send the result with the time it ended."""
     _exit_with_rank_zero()
-    result = _run_rank(rank, spec, address, requested_at, trial)
+    result, ended = _run_rank(rank, spec, address, requested_at, trial)
     with contextlib.suppress(BrokenPipeError):  # rank 0 is gone: nobody to tell
-        sender.send((result.to_dict(), time.time()))
+        sender.send((result.to_dict(), ended))
     sender.close()
 
 
