@@ -51,6 +51,13 @@ def test_ddp_trial_of_two_ranks_reports_global_throughput_and_the_slowest(runner
     assert result.params["data_parallel"] == "ddp" and result.params["ddp_bucket_cap_mb"] == 5
 
 
+def test_fsdp_trial_of_two_ranks_shards_and_measures(runner: TrialRunner) -> None:
+    params = {"data_parallel": "fsdp", "fsdp_reshard_after_forward": False, "batch_size": 2}
+    result = runner.run(TrialSpec("gpt2", params, "tiny", "cpu", measure=FAST, gpus_per_trial=2), timeout_s=120)
+    assert result.status == Status.OK, result.reason
+    assert result.metrics["world_size"] == 2 and len(result.extra["rank_throughput"]) == 2
+
+
 DEATHS = [("kill", "rank 1 of 2 killed by signal SIGKILL"), ("raise", "rank 1 of 2: ")]
 
 
