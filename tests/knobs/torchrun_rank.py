@@ -46,7 +46,7 @@ def main(knobs_json: str) -> None:
     torch.manual_seed(0)
     device = torch.device("cpu")
     workload = workloads.build("gpt2", "tiny", {}, device)
-    assert isinstance(workload, workloads.Workload) and workload.loss_fn is not None
+    assert isinstance(workload, workloads.Workload) and workload.loss_fn and workload.make_batch
     optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-4)
     model, ctx = TunedConfig(knobs=json.loads(knobs_json)).apply(workload.model, optimizer)
     inputs, targets = workload.make_batch(2, device)
