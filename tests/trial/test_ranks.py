@@ -12,6 +12,7 @@ from autotune.measurement import Status, TrialResult
 from autotune.trial.ranks import RankEnd, combined
 from autotune.trial.trialspec import MeasureSettings, TrialSpec
 from autotune.trial_process import TrialRunner
+from autotune.views.text import trial_summary
 
 FAST = MeasureSettings(min_warmup_steps=2, max_warmup_steps=6, settle_window=2, min_steps=5, min_time_s=0.2)
 
@@ -49,6 +50,8 @@ def test_ddp_trial_of_two_ranks_reports_global_throughput_and_the_slowest(runner
     assert metrics["slowest_rank_step_ms"] == result.extra["rank_step_ms"][metrics["slowest_rank"]]
     assert len(result.extra["rank_step_ms"]) == 2
     assert result.params["data_parallel"] == "ddp" and result.params["ddp_bucket_cap_mb"] == 5
+    said = f"ranks        2, together (slowest rank {metrics['slowest_rank']} at"
+    assert said in trial_summary("gpt2", "tiny", result)
 
 
 def test_fsdp_trial_of_two_ranks_shards_and_measures(runner: TrialRunner) -> None:
