@@ -99,6 +99,13 @@ def cli() -> None:
     help="Least number of timed steps (default: 30 on a GPU, 10 on a CPU).",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--gpus-per-trial",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run the trial as this many ranks of torch.distributed, one GPU each (gloo processes on a CPU).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the TrialResult as JSON.")
 def trial(
     workload: str,
@@ -109,6 +116,7 @@ def trial(
     memory_cap: float | None,
     steps: int | None,
     seed: int,
+    gpus_per_trial: int,
     as_json: bool,
 ) -> None:
     """Measure one configuration of WORKLOAD (resnet50, gpt2, llama, vit or module:function) in its own process.
@@ -122,7 +130,8 @@ def trial(
     from autotune.views import text as report
 
     parsed = _parse_assignments(params)
-    spec = TrialSpec(workload, parsed, preset, device, {}, MeasureSettings(min_steps=steps), memory_cap, seed)
+    measure = MeasureSettings(min_steps=steps)
+    spec = TrialSpec(workload, parsed, preset, device, {}, measure, memory_cap, seed, gpus_per_trial=gpus_per_trial)
     check_spec(spec)
     result = TrialRunner(compiles=compiles(parsed)).run(spec, timeout)
     click.echo(result.to_json(indent=2) if as_json else report.trial_summary(workload, preset, result))

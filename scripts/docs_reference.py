@@ -118,6 +118,13 @@ TOP_DOCS: dict[str, Doc] = {
         "H200), the output head left out ([float8](../knobs.md#float8-fp8-training-through-torchao)). Needs `float8` "
         "in `params`.",
     ),
+    "gpus_per_trial": Doc(
+        "int >= 1",
+        "How many processes (one GPU each) every trial runs as, ranks of torch.distributed (NCCL on GPUs, gloo on a "
+        "CPU); the trial's throughput is theirs together. `data_parallel` other than `none` needs 2 or more "
+        "([data parallelism](../knobs.md#data-parallelism-ddp-and-fsdp2)).",
+        "1",
+    ),
 }
 
 SECTION_DOCS: dict[str, Doc] = {

@@ -337,3 +337,24 @@ def wide_mlp(preset: str = "tiny") -> Workload:
         return torch.randn(batch_size, WIDE, device=device), torch.randint(0, 16, (batch_size,), device=device)
 
     return Workload(wide_layers(), make_batch, F.cross_entropy, default_batch_size=16)
+
+
+def rank_dies(preset: str = "tiny", rank: int = 1, how: str = "kill", at_call: int = 4, pids: str = "") -> Workload:
+    """In a data-parallel trial, rank ``rank`` dies in its forward pass from call ``at_call`` on (the reference pass
+    and the FLOP count make the first two): killed by SIGKILL (``how=kill``), as a segfault or the OOM killer would,
+    or raising (``how=raise``). Every rank writes its pid into the folder ``pids``."""
+    own = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    if pids:
+        Path(pids, f"rank{own}.pid").write_text(str(os.getpid()))
+    model, make_batch = _mlp_parts()
+    calls = [0]
+
+    def action() -> None:
+        calls[0] += 1
+        if own != rank or calls[0] < at_call:
+            return
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError(f"rank {own} fails on purpose")
+
+    return Workload(_Hook(model, action), make_batch, F.cross_entropy, default_batch_size=16)

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from autotune.knobs import assembler, backends, float8, precision, regional
+from autotune.knobs import assembler, backends, data_parallel, float8, precision, regional
 from autotune.knobs.checkpointing import checkpoint_blocks
 from autotune.knobs.compile import compile_model
 from autotune.knobs.memory_format import lay_out
@@ -29,9 +29,9 @@ def apply(
     device_type: str,
     compile_fn: Callable[..., Any] = torch.compile,
 ) -> tuple[torch.nn.Module, StepContext]:
-    """Apply every knob: float8, backend flags, memory format, optimizer, activation checkpointing, compile; return
-    the model to train. The attention kernel and the activation memory budget are the step context's, entered every
-    step.
+    """Apply every knob: float8, backend flags, memory format, optimizer, activation checkpointing, compile, data
+    parallelism; return the model to train. The attention kernel and the activation memory budget are the step
+    context's, entered every step.
 
     ``float8`` converts the model's Linear layers in place before anything lays out, wraps or compiles them (the step
     context's ``float8_layers`` names them); they keep their parameters, so ``optimizer`` trains them still. The
@@ -40,6 +40,9 @@ def apply(
     place, before the compile traces it; a model without repeated blocks raises
     :class:`~autotune.errors.AutotuneError`. With ``compile_scope=blocks`` the model returned is ``model`` itself (its
     class, its ``state_dict`` keys), its repeated blocks compiled in place; the step context's ``blocks`` says which.
+    ``data_parallel`` (:mod:`autotune.knobs.data_parallel`) needs torch.distributed initialised in every rank (a
+    trial's ranks, or torchrun): ``ddp`` returns the model in DistributedDataParallel (compiled around it), ``fsdp``
+    shards ``model`` in place, block by block, and points ``optimizer`` at the sharded parameters.
     Raises :class:`~autotune.errors.InvalidCombination` for settings that cannot run together.
     """
     knobs.check_combination(device_type)
@@ -52,10 +55,15 @@ def apply(
     if knobs.fused_optimizer and optimizer is not None:
         set_fused(optimizer)
     uses_blocks = knobs.activation_checkpointing != "none" or knobs.compile_scope == "blocks"
-    blocks = regional.find_blocks(model) if uses_blocks else None  # found once: checkpointing's and the compile's
+    uses_blocks = uses_blocks or knobs.data_parallel == "fsdp"
+    blocks = regional.find_blocks(model) if uses_blocks else None  # found once: checkpointing's, compile's, FSDP's
     checkpointed = checkpoint_blocks(blocks, knobs.activation_checkpointing) if blocks is not None else None
     scoped = blocks if knobs.compile_scope == "blocks" else None
-    compiled = compile_model(model, knobs.compile_mode, scoped, knobs.inductor_options, device_type, compile_fn)
+    replicated = data_parallel.wrap_ddp(model, knobs.ddp, device_type) if knobs.data_parallel == "ddp" else model
+    compiled = compile_model(replicated, knobs.compile_mode, scoped, knobs.inductor_options, device_type, compile_fn)
+    if knobs.data_parallel == "fsdp":  # over the compiled blocks, in place (a whole-model compile wraps it still)
+        shard_units = blocks.modules if blocks else ()
+        data_parallel.shard(model, shard_units, knobs.fsdp_reshard_after_forward, optimizer, device_type)
     dtype = precision.autocast_dtype(knobs.precision)
     scaler = precision.grad_scaler(knobs.precision, device_type)
     noops += unlaid + compiled.noops

@@ -15,6 +15,7 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.knobs import backends, checkpointing, compile, inductor, precision
+from autotune.knobs import data_parallel as parallelism  # not `data_parallel`: a field of Knobs has that name
 from autotune.knobs import float8 as float8_training  # not `float8`: a field of Knobs has that name
 from autotune.knobs.attention import ATTENTION_BACKEND
 from autotune.knobs.batch import BATCH_SIZE
@@ -44,6 +45,7 @@ KNOB_SPECS: dict[str, KnobSpec] = {
         backends.MATMUL_PRECISION,
         *DATA_SPECS,
         compile.INDUCTOR,
+        *parallelism.DATA_PARALLEL_SPECS,
     )
 }
 
@@ -76,6 +78,11 @@ class Knobs:
     non_blocking: bool = False
     gpu_prefetch: bool = False
     inductor: str | None = None  # Inductor options in their text form (autotune.knobs.inductor.to_text)
+    data_parallel: str = "none"
+    ddp_bucket_cap_mb: int = parallelism.DEFAULT_BUCKET_CAP_MB
+    ddp_gradient_as_bucket_view: bool = False
+    ddp_static_graph: bool = False
+    fsdp_reshard_after_forward: bool = True
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Knobs:
@@ -104,10 +111,18 @@ class Knobs:
         layers = float8_training.LayerFilter
         return layers.read(self.float8_filter) if self.float8_filter else layers()
 
-    def check_combination(self, device_type: str) -> None:
-        """Raise :class:`~autotune.errors.InvalidCombination` when legal values cannot run together."""
+    @property
+    def ddp(self) -> parallelism.DdpSettings:
+        """The DDP knobs together, as the wrapper takes them."""
+        return parallelism.DdpSettings(self.ddp_bucket_cap_mb, self.ddp_gradient_as_bucket_view, self.ddp_static_graph)
+
+    def check_combination(self, device_type: str, processes: int | None = None) -> None:
+        """Raise :class:`~autotune.errors.InvalidCombination` when legal values cannot run together; ``processes``:
+        how many the job trains with (None: torch.distributed's world size here, 1 where it is not initialised)."""
         compile.check(self.compile_mode, self.compile_scope)
         checkpointing.check(self.activation_memory_budget, self.compile_mode)
         backends.check(self.cudnn_benchmark, self.cudnn_deterministic, self.precision, self.matmul_precision)
         precision.check(self.precision, device_type)
         float8_training.check(self.float8, self.precision, device_type)
+        processes = parallelism.world_size() if processes is None else processes
+        parallelism.check(self.data_parallel, self.ddp, self.fsdp_reshard_after_forward, processes)

@@ -56,6 +56,7 @@ class Space:
     finalists: FinalistsSpec | None = None
     # Ordinal params the study stores as choice indices: one made before values were stored (see params.py).
     legacy_ordinals: frozenset[str] = frozenset()
+    gpus_per_trial: int = 1  # ranks each trial runs as, one GPU each (autotune.trial.ranks)
 
     @property
     def is_multi_objective(self) -> bool:

@@ -15,6 +15,7 @@ from autotune.space.searchspace import Space
 from autotune.space.settings import DEVICES
 from autotune.space.validate_float8 import _check_float8, _float8_filter
 from autotune.space.validate_kernels import _kernels
+from autotune.space.validate_parallel import _check_data_parallel, _gpus_per_trial
 from autotune.space.validate_params import _check_grid, _ParamContext, _params
 from autotune.space.validate_settings import (
     _budget,
@@ -31,7 +32,7 @@ __all__ = ["load_space"]
 
 _TOP_KEYS = (
     "workload", "device", "objective", "constraints", "feasibility", "budget", "sampler", "params", "kernels",
-    "finalists", "float8_filter",
+    "finalists", "float8_filter", "gpus_per_trial",
 )  # fmt: skip
 
 
@@ -69,8 +70,10 @@ def _build_space(path: Path, text: str, data: Any, report: _Report, replay: bool
     params = _params(data, context, report)
     kernels, kernel_params = _kernels(data.get("kernels"), context.declared, report)
     finalists = _finalists(data, params, report)
+    gpus_per_trial = _gpus_per_trial(data, report)
     if params is not None:
         _check_float8(params, report)
+        _check_data_parallel(params, gpus_per_trial, report)
     float8_filter = _float8_filter(data, params, report)
     if workload is not None and params is not None:
         _check_workload_args(workload, build, params, report)
@@ -87,11 +90,24 @@ def _build_space(path: Path, text: str, data: Any, report: _Report, replay: bool
         or sampler is None
         or finalists is _INVALID
         or float8_filter is _INVALID
+        or gpus_per_trial is _INVALID
     ):
         return None
     params = {**params, **kernel_params}  # chosen after the space's own params
     if float8_filter is not None:
         params[float8_filter.name] = float8_filter  # after float8, whose value makes it present
     return Space(
-        path, text, workload, device, objectives, constraints, feasibility, budget, sampler, params, kernels, finalists
+        path,
+        text,
+        workload,
+        device,
+        objectives,
+        constraints,
+        feasibility,
+        budget,
+        sampler,
+        params,
+        kernels,
+        finalists,
+        gpus_per_trial=gpus_per_trial,
     )

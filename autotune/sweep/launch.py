@@ -29,13 +29,18 @@ def run_sweep(
 
     ``sampler`` overrides the space's (the search benchmark compares samplers this way). With
     ``options.gpus``, one worker process per GPU runs the sweep (:mod:`autotune.sweep.gpus.orchestrator`). A space
-    whose trials this machine cannot run (float8 without torchao, or on a GPU without FP8) raises AutotuneError
-    before the study opens.
+    whose trials this machine cannot run (float8 without torchao, or on a GPU without FP8), or ``--gpus`` with trials
+    of several GPUs (``gpus_per_trial``), raises AutotuneError before the study opens.
     """
     if options.replay is None and (problems := machine_problems(space, options.device)):
         raise AutotuneError("\n".join(problems))
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress lines say what matters
     if options.gpus:
+        if space.gpus_per_trial > 1:  # each worker sees one GPU; its trials' ranks need one each
+            raise AutotuneError(
+                f"--gpus runs one worker per GPU, and this space's trials take {space.gpus_per_trial} GPUs each "
+                f"(gpus_per_trial: {space.gpus_per_trial}): run the sweep without --gpus"
+            )
         if sampler is not None:
             raise ValueError("a sampler object cannot reach --gpus workers (other processes): name it in the space")
         return run_on_gpus(space, options, progress or Progress(None, None))

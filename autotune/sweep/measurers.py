@@ -51,6 +51,7 @@ class TrialExecutor:
             pruning=pruning,
             kernels=tuple(kernel.path for kernel in self.space.kernels),
             compile_cache_dir=self.cache,
+            gpus_per_trial=self.space.gpus_per_trial,
         )
 
     def __call__(self, params: dict[str, Any], timeout_s: float, pruning: Pruning | None) -> TrialResult:

@@ -30,6 +30,7 @@ from autotune.trial import compilecache
 from autotune.trial.build import measure_workload, split_params
 from autotune.trial.failures import classify
 from autotune.trial.fingerprint import env_fingerprint
+from autotune.trial.ranks import run_ranks
 from autotune.trial.trialspec import TrialSpec
 
 __all__ = [
@@ -87,8 +88,9 @@ def use_study_cache(spec: TrialSpec) -> None:
         compilecache.use(spec.compile_cache_dir, autocast)
 
 
-def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> TrialResult:
-    """Pin the listed kernels (before the workload is built: they may launch while it is), then measure."""
+def _measure(spec: TrialSpec, device: torch.device, requested_at: float, saves: bool = True) -> TrialResult:
+    """Pin the listed kernels (before the workload is built: they may launch while it is), then measure; ``saves``:
+    whether what it compiled goes into the study's folder (one rank of a data-parallel trial saves it)."""
     started = time.time()
     use_study_cache(spec)  # before anything compiles: a model, or a kernel workload's Triton
     autotuning.begin_trial()  # an unpinned kernel's configs compile in parallel before it benchmarks them
@@ -99,20 +101,34 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float) -> Tria
     result.kernels = pins.record()
     if result.ok:  # and what the kernels it did not pin chose for themselves, for production to pin as they ran
         result.kernels.update(autotuned_choices(skip=result.kernels))
-    trialartifacts.note_and_save(spec, device, result, loaded, started)  # what it compiled, into the study's folder
+    if saves:
+        trialartifacts.note_and_save(spec, device, result, loaded, started)  # what it compiled, into the study's folder
     return result
 
 
 def run_trial(spec: TrialSpec, requested_at: float | None = None) -> TrialResult:
     """Run one trial in this process and return its result; trial failures never raise.
 
-    ``requested_at`` (a ``time.time()`` stamp from the parent) lets start-up cost count in ``overhead_s``.
+    ``requested_at`` (a ``time.time()`` stamp from the parent) lets start-up cost count in ``overhead_s``. A spec with
+    ``gpus_per_trial`` above 1 runs as that many ranks, this process rank 0 (:mod:`autotune.trial.ranks`).
     """
     requested_at = time.time() if requested_at is None else requested_at
+    if spec.gpus_per_trial > 1:
+        try:
+            return run_ranks(spec, requested_at, _one_rank)
+        except Exception as exc:  # the ranks could not be started
+            status, reason = classify(exc)
+            return TrialResult.failed(status, reason, spec.params)
+    return _one_rank(spec, requested_at, 0)
+
+
+def _one_rank(spec: TrialSpec, requested_at: float, rank: int) -> TrialResult:
+    """The trial in this process: the whole trial, or one rank of a data-parallel one (rank 0 saves what it
+    compiled)."""
     try:
         device = resolve_device(spec.device)
         _apply_memory_cap(spec.memory_cap_gib, device)
-        return _measure(spec, device, requested_at)
+        return _measure(spec, device, requested_at, saves=rank == 0)
     except Exception as exc:
         status, reason = classify(exc)
         return TrialResult.failed(status, reason, spec.params)

@@ -65,6 +65,8 @@ class TrialSpec:
     folder, a repeat compiles from the cache); None leaves their defaults. A trial given one saves what it
     compiled there (:mod:`autotune.trial.artifacts_io`). ``compile_artifacts`` are a tuned config's shipped compile
     artifacts, loaded before anything compiles as production's ``apply()`` loads them (``autotune verify``).
+    ``gpus_per_trial`` above 1 runs the trial as that many ranks of torch.distributed (:mod:`autotune.trial.ranks`),
+    the ``data_parallel`` knob's processes; its throughput is theirs together.
     """
 
     workload: str
@@ -81,3 +83,4 @@ class TrialSpec:
     profile_dir: str | None = None  # where the profiled steps' Chrome trace goes (None: no trace file)
     compile_cache_dir: str | None = None  # the study's compile caches (None: Inductor's and Triton's defaults)
     compile_artifacts: dict[str, Any] | None = None  # shipped ones to load first (trialartifacts.shipped_spec_field)
+    gpus_per_trial: int = 1  # ranks of a data-parallel trial, one process and one GPU each (autotune.trial.ranks)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import torch
 
+from autotune.trial.agreement import largest, warm_up_ends
 from autotune.trial.measure import settled, time_steps
 from autotune.trial.trialspec import MeasureSettings
 
@@ -27,19 +28,20 @@ def warm_up(
     hopeless: Callable[[list[float]], bool] | None = None,
 ) -> list[float]:
     """Run steps one at a time until their times settle (compilation, autotuning and growth done), or until
-    ``hopeless`` says the steps so far already show the configuration cannot reach the sweep's pruning line."""
+    ``hopeless`` says the steps so far already show the configuration cannot reach the sweep's pruning line. The
+    ranks of a data-parallel trial end it at the same step: when all have settled (:mod:`autotune.trial.agreement`);
+    they are never pruned."""
     assert settings.max_warmup_steps is not None and settings.settle_tolerance is not None
     start = time.perf_counter()
     while len(times) < settings.max_warmup_steps:
         times += time_steps(step, 1, device)
         if hopeless is not None and hopeless(times):
             break
-        if len(times) >= settings.min_warmup_steps and settled(
+        steady = len(times) >= settings.min_warmup_steps and settled(
             times, settings.settle_window, settings.settle_tolerance
-        ):
-            break
-        if time.perf_counter() - start > settings.max_warmup_s:
-            break
+        )
+        if warm_up_ends(steady, time.perf_counter() - start > settings.max_warmup_s):  # a data-parallel trial's ranks
+            break  # end it together (autotune.trial.agreement)
     return times
 
 
@@ -59,7 +61,7 @@ def timed_step_count(warm_ms: list[float], settings: MeasureSettings) -> int:
     typical_ms = max(settled_ms(warm_ms, settings), 1e-3)
     assert settings.min_time_s is not None and settings.min_steps is not None  # for_device() fills them
     wanted = math.ceil(settings.min_time_s * 1e3 / typical_ms)
-    return max(settings.min_steps, min(settings.max_steps, wanted))
+    return largest(max(settings.min_steps, min(settings.max_steps, wanted)))  # a data-parallel trial's ranks agree
 
 
 def warm_throughput(warm_ms: list[float], settings: MeasureSettings, items: int, behind_loader: bool) -> float:

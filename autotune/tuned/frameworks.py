@@ -91,6 +91,7 @@ _HF: dict[str, Express] = {
     "prefetch_factor": lambda v, _: {"dataloader_prefetch_factor": v},
     "persistent_workers": lambda v, _: {"dataloader_persistent_workers": v},
     "non_blocking": lambda v, _: {"accelerator_config": {"non_blocking": v}},
+    "ddp_bucket_cap_mb": lambda v, _: {"ddp_bucket_cap_mb": v},  # the Trainer wraps the model in DDP under torchrun
 }
 
 _LIGHTNING_PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed"}  # fp32/tf32 are "32-true", its default
@@ -107,6 +108,8 @@ _LOADER = "cfg.dataloader(dataset)"
 _BLOCKS = "cfg.apply(model) (it compiles each repeated block in place; leave the framework's torch.compile off)"
 # float8 and its layer filter: the trials' Linear layers converted, before the framework compiles the model.
 _FLOAT8 = "model, _ = autotune.knobs.apply_float8(model, cfg.to_knobs(), 'cuda') before the framework compiles it"
+# The data-parallel wrapper, as the trial's ranks built it (the framework's own DDP or FSDP left off).
+_WRAP = "cfg.apply(model, optimizer) in every torchrun rank (it wraps the model as the trial's ranks did)"
 # What the user does instead, per knob ({value} is the knob's).
 _BY_HAND: dict[str, str] = {
     "batch_size": _LOADER,
@@ -128,6 +131,11 @@ _BY_HAND: dict[str, str] = {
     "prefetch_factor": _LOADER,
     "persistent_workers": _LOADER,
     "gpu_prefetch": "no equivalent: the framework copies each batch on the current CUDA stream",
+    "data_parallel": _WRAP,
+    "ddp_bucket_cap_mb": _WRAP,
+    "ddp_gradient_as_bucket_view": _WRAP,
+    "ddp_static_graph": _WRAP,
+    "fsdp_reshard_after_forward": _WRAP,
 }
 _PIN_KERNELS = "autotune.kernels.pinning.pin_tuned(cfg.kernels)"
 

@@ -62,6 +62,14 @@ def _short(value: Any) -> str:
     return number(value) if isinstance(value, float) else str(value)
 
 
+def _ranks_line(metrics: dict[str, Any]) -> str | None:
+    """A data-parallel trial's ranks: how many, and the slowest, whose step the throughput was taken at."""
+    if "world_size" not in metrics:
+        return None
+    slowest = f"rank {int(metrics['slowest_rank'])} at {metrics['slowest_rank_step_ms']:.2f} ms a step"
+    return f"{int(metrics['world_size'])}, together (slowest {slowest})"
+
+
 def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
     """A few aligned lines: status, params, throughput, step times, memory, cost, environment."""
     head = f"{workload} ({preset}): {result.status.value}"
@@ -76,6 +84,7 @@ def trial_summary(workload: str, preset: str, result: TrialResult) -> str:
     rows: list[tuple[str, str | None]] = [
         ("params", format_params(result.params)),
         ("throughput", quantity(m["throughput"], m["throughput_unit"])),
+        ("ranks", _ranks_line(m)),
         ("step time", f"p50 {m['step_ms_p50']:.2f} ms  p90 {m['step_ms_p90']:.2f} ms  CV {m['step_cv']:.2%}"),
         ("data wait", _data_wait_line(result)),
         ("peak memory", f"{m['peak_mem_gib']:.2f} GiB"),

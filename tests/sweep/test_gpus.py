@@ -23,7 +23,7 @@ from trial_workloads import LOCKSTEP_SPACE, lockstep_records
 from autotune.errors import AutotuneError
 from autotune.records import TrialKind, schema
 from autotune.space import load_space
-from autotune.sweep import Sweep, SweepOptions
+from autotune.sweep import Sweep, SweepOptions, run_sweep
 from autotune.sweep.gpus.orchestrator import parse_gpus, worker_options
 from autotune.sweep.measurers import replay_executor
 from autotune.sweep.workers.device_check import DeviceLock, probe
@@ -122,6 +122,16 @@ def test_gpus_need_real_trials_and_a_shared_storage(tmp_path: Path) -> None:
         SweepOptions(gpus=("0", "1"), replay=tmp_path / "records.json")
     with pytest.raises(AutotuneError, match="share the study through its storage"):
         SweepOptions(gpus=("0", "1"), storage="memory")
+
+
+def test_gpus_refuse_a_space_whose_trials_take_several_gpus(tmp_path: Path) -> None:
+    space = tmp_path / "ranks.yaml"
+    space.write_text(
+        "workload: {name: gpt2, preset: tiny}\ndevice: cpu\ngpus_per_trial: 2\nparams:\n  data_parallel: [ddp]\n"
+    )
+    options = SweepOptions(gpus=("0", "1"), storage=f"sqlite:///{tmp_path / 'study.db'}", tracking=False)
+    with pytest.raises(AutotuneError, match="trials take 2 GPUs each"):
+        run_sweep(load_space(space), options)
 
 
 def collisions(tmp_path: Path, name: str, first: SweepOptions, second: SweepOptions) -> int:
