@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from autotune.knobs import assembler, backends, data_parallel, float8, precision, regional
+from autotune.knobs import assembler, backends, data_parallel, float8, fsdp, precision, regional
 from autotune.knobs.checkpointing import checkpoint_blocks
 from autotune.knobs.compile import compile_model
 from autotune.knobs.memory_format import lay_out
@@ -63,7 +63,7 @@ def apply(
     compiled = compile_model(replicated, knobs.compile_mode, scoped, knobs.inductor_options, device_type, compile_fn)
     if knobs.data_parallel == "fsdp":  # over the compiled blocks, in place (a whole-model compile wraps it still)
         shard_units = blocks.modules if blocks else ()
-        data_parallel.shard(model, shard_units, knobs.fsdp_reshard_after_forward, optimizer, device_type)
+        fsdp.shard(model, shard_units, knobs.fsdp_reshard_after_forward, optimizer, device_type)
     dtype = precision.autocast_dtype(knobs.precision)
     scaler = precision.grad_scaler(knobs.precision, device_type)
     noops += unlaid + compiled.noops

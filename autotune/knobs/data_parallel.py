@@ -22,14 +22,12 @@ checkpointing, then the compile, then ``fully_shard`` over the compiled blocks. 
 compile (``torch.compile(DDP(model))``): Dynamo then splits the graph at DDP's buckets so that their all-reduce
 overlaps the rest of the backward, where a compiled model inside DDP would hand all its gradients over at once at
 the end of one backward node. Regionally compiled blocks are compiled in place, so DDP around them is the same
-either way.
+either way. FSDP2's sharding is :mod:`autotune.knobs.fsdp`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -48,7 +46,6 @@ __all__ = [
     "FSDP_RESHARD_AFTER_FORWARD",
     "DdpSettings",
     "check",
-    "shard",
     "world_size",
     "wrap_ddp",
 ]
@@ -157,36 +154,3 @@ def wrap_ddp(model: torch.nn.Module, ddp: DdpSettings, device_type: str) -> torc
         gradient_as_bucket_view=ddp.gradient_as_bucket_view,
         static_graph=ddp.static_graph,
     )
-
-
-def shard(
-    model: torch.nn.Module,
-    blocks: Sequence[torch.nn.Module],
-    reshard_after_forward: bool,
-    optimizer: torch.optim.Optimizer | None,
-    device_type: str,
-) -> None:
-    """FSDP2 over ``model`` in place: each of its repeated ``blocks`` a unit of its own, then the root (what no
-    block holds), on a mesh of every rank; ``optimizer``'s parameters are pointed at the sharded ones.
-
-    The root keeps its parameters gathered after the forward (torchtitan's choice too): the backward needs them
-    first, at once.
-    """
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    names = {id(param): name for name, param in model.named_parameters()}
-    mesh = init_device_mesh(device_type, (dist.get_world_size(),))
-    for block in blocks:
-        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, mesh=mesh, reshard_after_forward=False)
-    if optimizer is not None:
-        _point_at(optimizer, names, dict(model.named_parameters()))
-
-
-def _point_at(optimizer: torch.optim.Optimizer, names: dict[int, str], sharded: dict[str, Any]) -> None:
-    """Replace ``optimizer``'s parameters (``names``: their names in the model, by id) with the sharded ones of the
-    same name: ``fully_shard`` registers new parameters, and an optimizer made before it would train the old ones.
-    Nothing has stepped yet, so there is no state to carry over."""
-    for group in optimizer.param_groups:
-        group["params"] = [sharded.get(names.get(id(param), ""), param) for param in group["params"]]

@@ -30,7 +30,6 @@ from autotune.trial import compilecache
 from autotune.trial.build import measure_workload, split_params
 from autotune.trial.failures import classify
 from autotune.trial.fingerprint import env_fingerprint
-from autotune.trial.ranks import run_ranks
 from autotune.trial.trialspec import TrialSpec
 
 __all__ = [
@@ -106,25 +105,14 @@ def _measure(spec: TrialSpec, device: torch.device, requested_at: float, saves: 
     return result
 
 
-def run_trial(spec: TrialSpec, requested_at: float | None = None) -> TrialResult:
+def run_trial(spec: TrialSpec, requested_at: float | None = None, rank: int = 0) -> TrialResult:
     """Run one trial in this process and return its result; trial failures never raise.
 
-    ``requested_at`` (a ``time.time()`` stamp from the parent) lets start-up cost count in ``overhead_s``. A spec with
-    ``gpus_per_trial`` above 1 runs as that many ranks, this process rank 0 (:mod:`autotune.trial.ranks`).
+    ``requested_at`` (a ``time.time()`` stamp from the parent) lets start-up cost count in ``overhead_s``. ``rank``:
+    this process's rank in a data-parallel trial (:mod:`autotune.trial.ranks` runs one of these in each rank; rank
+    0 saves what it compiled), 0 for a trial of one process.
     """
     requested_at = time.time() if requested_at is None else requested_at
-    if spec.gpus_per_trial > 1:
-        try:
-            return run_ranks(spec, requested_at, _one_rank)
-        except Exception as exc:  # the ranks could not be started
-            status, reason = classify(exc)
-            return TrialResult.failed(status, reason, spec.params)
-    return _one_rank(spec, requested_at, 0)
-
-
-def _one_rank(spec: TrialSpec, requested_at: float, rank: int) -> TrialResult:
-    """The trial in this process: the whole trial, or one rank of a data-parallel one (rank 0 saves what it
-    compiled)."""
     try:
         device = resolve_device(spec.device)
         _apply_memory_cap(spec.memory_cap_gib, device)

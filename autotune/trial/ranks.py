@@ -29,7 +29,6 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
@@ -38,6 +37,8 @@ import torch
 import torch.distributed as dist
 
 from autotune.measurement import Status, TrialResult
+from autotune.trial.failures import classify
+from autotune.trial.job import run_trial
 from autotune.trial.trialspec import TrialSpec
 
 __all__ = ["FAILED_PEER_GRACE_S", "RANK_TIMEOUT_S", "RankEnd", "combined", "rank_device", "run_ranks"]
@@ -45,9 +46,6 @@ __all__ = ["FAILED_PEER_GRACE_S", "RANK_TIMEOUT_S", "RankEnd", "combined", "rank
 RANK_TIMEOUT_S = 300.0  # joining the group, each collective, and the others' answers after rank 0's own
 FAILED_PEER_GRACE_S = 10.0  # after a rank has failed: how long the others get to say so themselves
 _HOST = "127.0.0.1"
-
-# One rank's trial: the spec (its device that rank's), when the trial was asked for, the rank.
-RankTrial = Callable[[TrialSpec, float, int], TrialResult]
 
 
 @dataclass(frozen=True)
@@ -68,16 +66,25 @@ def rank_device(name: str, rank: int) -> str:
     return f"cuda:{rank}" if cuda else "cpu"
 
 
-def run_ranks(spec: TrialSpec, requested_at: float, trial: RankTrial) -> TrialResult:
-    """Run ``spec`` as ``spec.gpus_per_trial`` ranks, this process rank 0, each rank's own measurement ``trial``;
-    return their result together (:func:`combined`)."""
+def run_ranks(spec: TrialSpec, requested_at: float) -> TrialResult:
+    """Run ``spec`` as ``spec.gpus_per_trial`` ranks, this process rank 0, each rank its own
+    :func:`~autotune.trial.job.run_trial`; return their result together (:func:`combined`). Never raises: ranks that
+    cannot be started fail the trial."""
+    try:
+        return _run_ranks(spec, requested_at)
+    except Exception as exc:  # the ranks could not be started
+        status, reason = classify(exc)
+        return TrialResult.failed(status, reason, spec.params)
+
+
+def _run_ranks(spec: TrialSpec, requested_at: float) -> TrialResult:
     world = spec.gpus_per_trial
     ranked = replace(spec, pruning=None)
     address = f"tcp://{_HOST}:{_free_port()}"
     forked = multiprocessing.get_context("fork")
-    others = [_Rank.start(forked, rank, ranked, address, requested_at, trial) for rank in range(1, world)]
+    others = [_Rank.start(forked, rank, ranked, address, requested_at) for rank in range(1, world)]
     try:
-        own, ended = _run_rank(0, ranked, address, requested_at, trial)
+        own, ended = _run_rank(0, ranked, address, requested_at)
         wait_s = RANK_TIMEOUT_S if own.ok else FAILED_PEER_GRACE_S
         ends = [RankEnd(0, own, ended), *(rank.wait(ended + wait_s) for rank in others)]
     finally:
@@ -124,10 +131,8 @@ def _together(results: list[TrialResult]) -> TrialResult:
     return result
 
 
-def _run_rank(
-    rank: int, spec: TrialSpec, address: str, requested_at: float, trial: RankTrial
-) -> tuple[TrialResult, float]:
-    """One rank: its device, the process group joined, ``trial`` run on the rank's device, the group left; its result
+def _run_rank(rank: int, spec: TrialSpec, address: str, requested_at: float) -> tuple[TrialResult, float]:
+    """One rank: its device, the process group joined, the trial run on the rank's device, the group left; its result
     and when the trial ended, before it left the group (a failure is then stamped before the others see it)."""
     device = rank_device(spec.device, rank)
     try:
@@ -144,7 +149,7 @@ def _run_rank(
         reason = f"could not join the other ranks: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         return TrialResult.failed(Status.CRASH, reason, spec.params), time.time()
     try:
-        return trial(replace(spec, device=device), requested_at, rank), time.time()
+        return run_trial(replace(spec, device=device), requested_at, rank), time.time()
     finally:
         with contextlib.suppress(Exception):  # a peer already gone: nothing left to tell it
             dist.destroy_process_group()
@@ -166,11 +171,10 @@ class _Rank:
         spec: TrialSpec,
         address: str,
         requested_at: float,
-        trial: RankTrial,
     ) -> _Rank:
         receiver, sender = forked.Pipe(duplex=False)
         process = forked.Process(
-            target=_rank_main, args=(rank, spec, address, requested_at, trial, sender), name=f"autotune-rank-{rank}"
+            target=_rank_main, args=(rank, spec, address, requested_at, sender), name=f"autotune-rank-{rank}"
         )
         process.start()
         sender.close()  # only the rank writes: EOF then means it is gone
@@ -196,12 +200,10 @@ class _Rank:
         self.receiver.close()
 
 
-def _rank_main(
-    rank: int, spec: TrialSpec, address: str, requested_at: float, trial: RankTrial, sender: Connection
-) -> None:
+def _rank_main(rank: int, spec: TrialSpec, address: str, requested_at: float, sender: Connection) -> None:
     """A forked rank's life: exit with rank 0, run its trial, send the result with the time it ended."""
     _exit_with_rank_zero()
-    result, ended = _run_rank(rank, spec, address, requested_at, trial)
+    result, ended = _run_rank(rank, spec, address, requested_at)
     with contextlib.suppress(BrokenPipeError):  # rank 0 is gone: nobody to tell
         sender.send((result.to_dict(), ended))
     sender.close()
