@@ -1,11 +1,13 @@
-"""What this machine is, as the records of a trial and of shipped compile artifacts name it."""
+"""What this machine is, as the records of a trial and of shipped compile artifacts name it, and what its processes
+are called and how they ended."""
 
 from __future__ import annotations
 
 import contextlib
 import platform
+import signal
 
-__all__ = ["cpu_model", "name_process", "process_name"]
+__all__ = ["cpu_model", "how_it_ended", "name_process", "process_name"]
 
 
 def cpu_model() -> str:
@@ -31,3 +33,13 @@ def process_name(pid: int) -> str:
             return f"pid {pid} ({comm.read().strip()})"
     except OSError:
         return f"pid {pid}"
+
+
+def how_it_ended(exitcode: int | None) -> str:
+    """``killed by signal SIGKILL``, ``exited with code 3 before reporting a result``: how a child process (a trial,
+    a rank) ended without its answer."""
+    if exitcode is not None and exitcode < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by signal {signal.Signals(-exitcode).name}"
+        return f"killed by signal {-exitcode}"
+    return f"exited with code {exitcode} before reporting a result"

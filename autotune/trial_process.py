@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from autotune.host import name_process
+from autotune.host import how_it_ended, name_process
 from autotune.measurement import Status, TrialResult
 from autotune.quiet import quiet_torchao_syntax
 from autotune.trial.trialspec import TrialSpec
@@ -99,14 +99,6 @@ def _compile_ahead(spec: TrialSpec) -> dict[str, Any]:
     from autotune.trial.ahead import compile_ahead  # in the child, as the trial job is
 
     return compile_ahead(spec)
-
-
-def _describe_exit(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        with contextlib.suppress(ValueError):
-            return f"killed by signal {signal.Signals(-exitcode).name}"
-        return f"killed by signal {-exitcode}"
-    return f"exited with code {exitcode} before reporting a result"
 
 
 @dataclass(frozen=True)
@@ -202,7 +194,7 @@ class Running:
             return self.outcome
         self._process.join(_GRACE_S)
         self._close()  # leftovers (compile workers) and a child stuck in exit
-        failure = _describe_exit(self._process.exitcode) if data is _NOTHING else None
+        failure = how_it_ended(self._process.exitcode) if data is _NOTHING else None
         self.outcome = ChildOutcome(value=None if data is _NOTHING else data, failure=failure)
         return self.outcome
 

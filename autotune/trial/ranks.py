@@ -36,6 +36,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from autotune.host import how_it_ended
 from autotune.measurement import Status, TrialResult
 from autotune.trial.failures import classify
 from autotune.trial.job import run_trial
@@ -188,7 +189,7 @@ class _Rank:
             payload, at = self.receiver.recv()
         except EOFError:
             self.process.join(FAILED_PEER_GRACE_S)
-            return RankEnd(self.rank, None, time.time(), died=_how_it_died(self.process.exitcode))
+            return RankEnd(self.rank, None, time.time(), died=how_it_ended(self.process.exitcode))
         return RankEnd(self.rank, TrialResult.from_dict(payload), at)
 
     def stop(self) -> None:
@@ -220,15 +221,6 @@ def _exit_with_rank_zero() -> None:
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="autotune-rank-watch").start()
-
-
-def _how_it_died(exitcode: int | None) -> str:
-    """``killed by signal SIGKILL``, ``exited with code 3``: how a rank ended without a result."""
-    if exitcode is not None and exitcode < 0:
-        with contextlib.suppress(ValueError):
-            return f"killed by signal {signal.Signals(-exitcode).name}"
-        return f"killed by signal {-exitcode}"
-    return f"exited with code {exitcode} before reporting a result"
 
 
 def _free_port() -> int:

@@ -113,6 +113,7 @@ __all__ = [
     "check_args",
     "check_preset",
     "coerce_param",
+    "positive_size",
     "presets",
     "resolve",
     "workload_params",
@@ -239,6 +240,20 @@ def coerce_param(name: str, value: Any, default: Any) -> Any:
     except ValueError:
         kind = {bool: "true or false", int: "an integer"}.get(type(default), "a number")
         raise AutotuneError(f"workload param {name}={value!r} is not valid: expected {kind}") from None
+
+
+def positive_size(workload: str, name: str, value: Any) -> int | None:
+    """A built-in's size argument (``seq``, ``layers``, ``image`` ...) as a positive int (a ``-p`` param arrives as
+    text), or None for the preset's; anything else raises :class:`AutotuneError` naming ``workload`` and ``name``."""
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1 or isinstance(value, bool | float):
+        raise AutotuneError(f"{workload}: {name}={value!r} is not valid: expected a positive integer")
+    return number
 
 
 def build(name: str, preset: str, params: dict[str, Any], device: torch.device) -> Workload | KernelJob:

@@ -32,7 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from autotune.errors import AutotuneError
-from autotune.workloads import Workload
+from autotune.workloads import Workload, positive_size
 
 __all__ = ["ALIASES", "PRESETS", "PRESET_NAMES", "LlamaShape", "build", "llama_config", "make_model", "shape_of"]
 
@@ -64,26 +64,13 @@ ALIASES = {"small": "125m", "full": "1b"}
 PRESET_NAMES = ("tiny", *ALIASES, *(name for name in PRESETS if name != "tiny"))
 
 
-def _positive(name: str, value: Any) -> int | None:
-    """``value`` as a positive int (a ``-p`` param arrives as text), or None for the preset's."""
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number < 1 or isinstance(value, bool | float):
-        raise AutotuneError(f"llama: {name}={value!r} is not valid: expected a positive integer")
-    return number
-
-
 def shape_of(preset: str, seq: Any = None, layers: Any = None) -> LlamaShape:
     """The preset's shapes (an alias resolved), with ``seq`` and ``layers`` where given."""
     name = ALIASES.get(preset, preset)
     if name not in PRESETS:
         raise AutotuneError(f"preset {preset!r} is not valid: expected one of {', '.join(PRESET_NAMES)}")
     shape = PRESETS[name]
-    seq_len, depth = _positive("seq", seq), _positive("layers", layers)
+    seq_len, depth = positive_size("llama", "seq", seq), positive_size("llama", "layers", layers)
     return replace(shape, seq=seq_len or shape.seq, layers=depth or shape.layers)
 
 

@@ -30,7 +30,7 @@ from torch.nn import functional as F
 
 from autotune.errors import AutotuneError
 from autotune.workloads import PRESETS as PRESET_NAMES
-from autotune.workloads import Workload
+from autotune.workloads import Workload, positive_size
 
 __all__ = ["PRESETS", "Block", "ViTShape", "VisionTransformer", "build", "shape_of"]
 
@@ -63,25 +63,12 @@ PRESETS = {
 }
 
 
-def _positive(name: str, value: Any) -> int | None:
-    """``value`` as a positive int (a ``-p`` param arrives as text), or None for the preset's."""
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number < 1 or isinstance(value, bool | float):
-        raise AutotuneError(f"vit: {name}={value!r} is not valid: expected a positive integer")
-    return number
-
-
 def shape_of(preset: str, image: Any = None, patch: Any = None) -> ViTShape:
     """The preset's shapes, with ``image`` and ``patch`` where given; bad values raise :class:`AutotuneError`."""
     if preset not in PRESETS:
         raise AutotuneError(f"preset {preset!r} is not valid: expected one of {', '.join(PRESET_NAMES)}")
     shape = PRESETS[preset]
-    side, patch_side = _positive("image", image), _positive("patch", patch)
+    side, patch_side = positive_size("vit", "image", image), positive_size("vit", "patch", patch)
     shape = replace(shape, image=side or shape.image, patch=patch_side or shape.patch)
     if shape.image % shape.patch:
         raise AutotuneError(

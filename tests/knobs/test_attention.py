@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 import torch
+from aten_ops import AtenOps
 from torch.nn import functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 from trial_workloads import AttentionStack, attention_batch
 
 from autotune.knobs.applying import apply
@@ -21,18 +20,6 @@ from autotune.trial.trialspec import TrialSpec
 from autotune.trial_process import TrialRunner
 
 _CPU_FLASH = "aten._scaled_dot_product_flash_attention_for_cpu"  # the CPU's fused kernel, forward and backward
-
-
-class _Ops(TorchDispatchMode):
-    """The names of the aten ops run under it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: set[str] = set()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.names.add(str(func.overloadpacket))
-        return func(*args, **(kwargs or {}))
 
 
 def _sdpa_flags() -> dict[str, bool]:
@@ -50,7 +37,7 @@ def _step_ops(knobs: Knobs) -> tuple[set[str], set[str]]:
     torch.manual_seed(0)
     model, ctx = apply(AttentionStack(), None, knobs, "cpu")
     inputs, targets = attention_batch(4, torch.device("cpu"))
-    forward, backward = _Ops(), _Ops()
+    forward, backward = AtenOps(), AtenOps()
     with ctx.autocast(), forward:
         loss = F.cross_entropy(model(inputs), targets)
     with backward:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from aten_ops import AtenOps
 
 from autotune import workloads
 from autotune.errors import AutotuneError
@@ -43,18 +43,6 @@ def autotune(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-class _Ops(TorchDispatchMode):
-    """The names of the aten ops run under it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: set[str] = set()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.names.add(str(func.overloadpacket))
-        return func(*args, **(kwargs or {}))
-
-
 def test_small_and_full_are_vit_s16_and_vit_b16() -> None:
     assert parameters("small") == 22_050_664  # timm's vit_small_patch16_224
     assert parameters("full") == 86_567_656  # timm's vit_base_patch16_224
@@ -84,7 +72,7 @@ def _step(knobs: Knobs) -> tuple[float, list[torch.Tensor], set[str]]:
     assert work.make_batch is not None and work.loss_fn is not None
     images, labels = work.make_batch(4, CPU)
     model, ctx = apply(work.model, None, knobs, "cpu")
-    ops = _Ops()
+    ops = AtenOps()
     with ctx.autocast(), ops:
         loss = work.loss_fn(model(images), labels)
     ctx.backward(loss)
