@@ -26,6 +26,7 @@ from autotune.workloads import Workload, build
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET = 8  # quick.yaml's
+KILLED_BUDGET = 6  # the killed and resumed sweep's
 
 
 def sweep_command(*extra: str) -> list[str]:
@@ -75,7 +76,7 @@ def check_mlflow(uri: str, study: optuna.Study, budget: int = BUDGET) -> None:
 
 def test_quick_sweep_logs_to_a_real_mlflow_server(workdir: Path, mlflow_server: object) -> None:
     uri = mlflow_server.uri  # type: ignore[attr-defined]
-    # Half of quick.yaml's budget (the killed sweep below runs all of it), and the finishing re-measurement once:
+    # Half of quick.yaml's budget (the killed sweep below runs six trials), and the finishing re-measurement once:
     # its default (top 3, 3 times each) is 9 more trials.
     trials = BUDGET // 2
     command = sweep_command("--n-trials", str(trials), "--remeasure-top", "1", "--remeasure-repeats", "1")
@@ -150,8 +151,9 @@ def wait_for_running_trial(workdir: Path, proc: subprocess.Popen[bytes], timeout
 
 def test_killed_sweep_resumes_without_losing_or_repeating_a_trial(workdir: Path) -> None:
     env = environment(None)  # MLflow's own default: sqlite:///mlflow.db in the working folder
-    # No re-measurement: it comes after the search, which is what is killed and resumed here.
-    command = sweep_command("--remeasure-top", "0")
+    # No re-measurement: it comes after the search, which is what is killed and resumed here. Six of quick.yaml's
+    # eight trials: two measured before the kill, one killed, and room for a second try if that one finished first.
+    command = sweep_command("--n-trials", str(KILLED_BUDGET), "--remeasure-top", "0")
     killed = None
     for _ in range(3):  # the trial seen running may finish before the kill lands: then kill again
         first = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.DEVNULL)
@@ -172,14 +174,14 @@ def test_killed_sweep_resumes_without_losing_or_repeating_a_trial(workdir: Path)
 
     study = load_quick_study(workdir)
     measured = measured_records(study)
-    assert len(measured) == BUDGET  # the budget is complete, counting the trials before the kill
+    assert len(measured) == KILLED_BUDGET  # the budget is complete, counting the trials before the kill
     params = [t.params for t in measured]
-    assert len({tuple(sorted(p.items())) for p in params}) == BUDGET  # nothing measured twice
+    assert len({tuple(sorted(p.items())) for p in params}) == KILLED_BUDGET  # nothing measured twice
     lost = study.trials[killed]
     # Killed before its record was whole (the kind is written last), it counts as measured nowhere.
     assert lost.state is TrialState.FAIL and records_of(study).trial(killed).outcome == "abandoned"
     assert lost.user_attrs[schema.ATTR_PARAMS] in params  # ... and its configuration was measured after all
-    check_mlflow(f"sqlite:///{workdir}/mlflow.db", study)
+    check_mlflow(f"sqlite:///{workdir}/mlflow.db", study, KILLED_BUDGET)
 
     export = subprocess.run(
         [sys.executable, "-m", "autotune", "export", "--study", "quick", "-o", "tuned.yaml"],
