@@ -56,6 +56,9 @@ class Progress:
     _own_measured: int = 0
     _status: str = ""
     _running: dict[str, str] = field(default_factory=dict)  # source -> the label of its trial running now
+    # What proposals that ran nothing were answered, said once each: an H200 llama sweep's search printed 44 lines of
+    # one attention kernel's refusal; the repeats are counted (``skipped``, the summary's "not run"), not printed.
+    _said_unrun: set[str] = field(default_factory=set)
 
     @property
     def live(self) -> bool:
@@ -91,6 +94,10 @@ class Progress:
         """A trial starts: redraw the status line (terminal only)."""
         self._running[source] = label
         self._status = self._status_line()
+        self._redraw()
+
+    def _redraw(self) -> None:
+        """The status line drawn again (terminal only)."""
         if self.live:
             width = shutil.get_terminal_size().columns
             self.stream.write("\r\x1b[2K" + self._status[: width - 1])
@@ -110,6 +117,11 @@ class Progress:
         self.best = best
         self._running.pop(source, None)
         self._status = self._status_line()
+        if not measured and outcome in self._said_unrun:
+            self._redraw()
+            return
+        if not measured:
+            self._said_unrun.add(outcome)
         who = f"{source} {label}" if source else label
         self._emit(f"{self._counts()} {who}: {outcome} ({duration(seconds)}) | best {best}")
 
