@@ -85,12 +85,13 @@ def _child_main(target: Callable[..., Any], args: tuple[Any, ...], conn: Connect
 def _run_trial(spec: TrialSpec, requested_at: float) -> dict[str, Any]:
     """The trial, in the trial's process (the forkserver's child): the job itself, or for a data-parallel space its
     ranks, this process the first (:mod:`autotune.trial.ranks`)."""
-    from autotune.trial.job import run_trial  # in the child, not in the parent
-    from autotune.trial.ranks import run_ranks
-
     name_process(TRIAL_PROCESS)
     if spec.gpus_per_trial > 1:
+        from autotune.trial.ranks import run_ranks  # in the child; only a data-parallel trial needs it
+
         return run_ranks(spec, requested_at).to_dict()
+    from autotune.trial.job import run_trial  # in the child, not in the parent
+
     return run_trial(spec, requested_at).to_dict()
 
 

@@ -179,8 +179,7 @@ class CompileAhead:
         make again) and wait for those a parked trial waits for to end, since its trial would otherwise compile the
         whole graph itself later, the GPU idle. The next :meth:`before` starts compiles ahead again."""
         for compiling in [c for c in self._compiling.values() if not c.claimed]:
-            compiling.running.kill()
-            del self._compiling[compiling.key]
+            self._stop(compiling)
         claimed = list(self._compiling.values())
         if len(claimed) == 1:
             self.progress.message("waiting for the compile ahead that a parked trial waits for")
@@ -319,10 +318,13 @@ class CompileAhead:
             guesses = [c for c in self._compiling.values() if not c.claimed]
             if not guesses:
                 return False
-            youngest = max(guesses, key=lambda c: c.started)
-            youngest.running.kill()
-            del self._compiling[youngest.key]
+            self._stop(max(guesses, key=lambda c: c.started))
         return True
+
+    def _stop(self, compiling: _Compiling) -> None:
+        """Kill a compile ahead no trial waits for (a guess: the search may pick its graph again, compiled again)."""
+        compiling.running.kill()
+        del self._compiling[compiling.key]
 
     def _start(self, key: str, params: dict[str, Any]) -> None:
         running = self.executor.runner.compile_ahead(self.executor.spec(params))
