@@ -19,6 +19,7 @@ from autotune.knobs.attention import keep_refusals
 from autotune.knobs.registry import KNOB_SPECS, Knobs
 from autotune.measurement import Status, TrialResult
 from autotune.quiet import quiet_tf32_hint
+from autotune.trial.flopcache import FlopCache
 from autotune.trial.training import TrainingTrial, measure_training, overhead
 from autotune.trial.trialspec import TrialSpec
 
@@ -62,7 +63,8 @@ def measure_workload(
     quiet_tf32_hint()
     keep_refusals()  # the reasons a pinned attention kernel cannot run: in the trial's line, not on the console
     torch.manual_seed(spec.seed)
-    workload = workloads.build(spec.workload, spec.preset, {**spec.workload_args, **workload_params}, device)
+    arguments = {**spec.workload_args, **workload_params}
+    workload = workloads.build(spec.workload, spec.preset, arguments, device)
     if not isinstance(workload, workloads.Workload):
         costs = overhead(started, requested_at, time.time() - started)  # set up: what follows is the kernel's own run
         metrics = {**workload.run(device), **costs}
@@ -82,5 +84,11 @@ def measure_workload(
             pruning=spec.pruning,
             profile_steps=spec.profile_steps,
             profile_dir=spec.profile_dir,
+            flop_cache=FlopCache.in_study(spec.compile_cache_dir, _model_identity(spec, arguments)),
         )
     )
+
+
+def _model_identity(spec: TrialSpec, arguments: dict[str, Any]) -> dict[str, Any]:
+    """What of ``spec`` decides the model its workload builds (``arguments``: the workload's, its params included)."""
+    return {"workload": spec.workload, "preset": spec.preset, "arguments": arguments, "seed": spec.seed}

@@ -31,6 +31,7 @@ from autotune.knobs.registry import Knobs
 from autotune.measurement import Status, TrialResult
 from autotune.trial.batches import batch_source
 from autotune.trial.eagerprobe import one_off_work, probe_before_work
+from autotune.trial.flopcache import FlopCache
 from autotune.trial.flops import FlopCount, count_step_flops, rate_metrics
 from autotune.trial.measure import GpuTelemetry, peak_memory_gib, settled, summarize, time_steps
 from autotune.trial.numerics import Reference, check_first_loss, check_losses, reference_pass
@@ -48,7 +49,8 @@ class TrainingTrial:
     """One training trial, its workload built: the plain values every stage of its measurement needs.
 
     ``pruning``: a sweep's early stop (None: timed to the end); ``profile_steps`` more steps under the profiler after
-    the timed window, their Chrome trace in ``profile_dir`` when it is given.
+    the timed window, their Chrome trace in ``profile_dir`` when it is given; ``flop_cache``: the study's counts of
+    model FLOPs (None: counted here).
     """
 
     device: torch.device
@@ -62,6 +64,7 @@ class TrainingTrial:
     pruning: Pruning | None = None
     profile_steps: int = 0
     profile_dir: str | None = None
+    flop_cache: FlopCache | None = None
 
     @property
     def items(self) -> int:
@@ -87,7 +90,7 @@ def measure_training(trial: TrainingTrial) -> TrialResult:
     try:
         trial.workload.model.train()
         reference = reference_pass(trial.workload, source.first())  # the very batch the first step trains on
-        flops = count_step_flops(trial.workload, source.first())  # on the untouched model, before any knob
+        flops = _count_flops(trial, source.first())  # on the untouched model, before any knob
         if trial.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(trial.device)  # the peak from here on: the trial's own
         optimizer = torch.optim.AdamW(trial.workload.model.parameters(), lr=1e-4)
@@ -97,6 +100,12 @@ def measure_training(trial: TrainingTrial) -> TrialResult:
     finally:
         if isinstance(source, LoaderBatches):
             source.close()
+
+
+def _count_flops(trial: TrainingTrial, batch: Any) -> FlopCount:
+    if trial.flop_cache is None:
+        return count_step_flops(trial.workload, batch)
+    return trial.flop_cache.count(trial.workload, batch)
 
 
 def _run_steps(

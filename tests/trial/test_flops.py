@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
+from flop_models import CPU, ReadsBack, mlp_workload
 from torch.nn import functional as F
 
 from autotune.trial.flops import FlopCount, count_step_flops, rate_metrics
 from autotune.workloads import Workload
-
-CPU = torch.device("cpu")
-
-
-def mlp_workload(batch: int = 8) -> tuple[Workload, tuple[torch.Tensor, torch.Tensor]]:
-    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
-
-    def make_batch(size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.randn(size, 32, device=device), torch.randint(0, 10, (size,), device=device)
-
-    return Workload(model, make_batch, F.cross_entropy), make_batch(batch, CPU)
 
 
 def test_a_linear_model_counts_what_its_matmuls_do_by_hand() -> None:
@@ -50,17 +39,6 @@ def test_a_workload_with_its_own_step_is_not_counted() -> None:
     work, batch = mlp_workload()
     work.train_step = lambda model, batch, ctx: torch.zeros(())
     assert count_step_flops(work, batch) == FlopCount(None, "the workload's own train_step is not counted")
-
-
-class ReadsBack(nn.Module):
-    """A model whose forward reads a value back from its tensors: fake tensors hold none."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = nn.Linear(4, 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(x) * float(x.abs().max())
 
 
 def test_a_model_that_cannot_run_on_fake_tensors_says_why() -> None:
