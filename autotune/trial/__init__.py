@@ -19,9 +19,10 @@ A trial's spec flows one way, each module handed the values it needs:
 - ``build``: the spec's params split into knobs and workload params, the workload built; a kernel workload times
   itself, a training one goes to ``training``.
 - ``training``: a training trial prepared (``batches``, the reference pass of ``numerics``, the model FLOPs of
-  ``flops``, counted once per study and shape by ``flopcache``, the knobs applied, the step of ``trainstep``), then its stages in order: the eager probe (``eagerprobe``), the first step, the warm-up
-  (``warmup``), the timed window (``measure``: timers, statistics, telemetry), the result (``outcome``), the
-  profile (:mod:`autotune.profiling.capture`).
+  ``flops``, counted once per study and shape by ``flopcache``, the knobs applied, the step of ``trainstep``), then
+  its stages in order: the eager probe (``eagerprobe``), the first step, the warm-up (``warmup``), the timed window
+  (``measure``: timers, statistics, telemetry), the result (``outcome``), the profile
+  (:mod:`autotune.profiling.capture`).
 - ``compilephases``: where a compiled trial's compile went, by the compiler's own clocks.
 - ``ahead``: a trial's graph compiled ahead, on the CPU, in a process of its own; ``preload``: what the trial server
   imports once.

@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from autotune.errors import AutotuneError
+from autotune.quiet import quiet_torchao_import
 from autotune.workloads import Workload, positive_size
 
 __all__ = ["ALIASES", "PRESETS", "PRESET_NAMES", "LlamaShape", "build", "llama_config", "make_model", "shape_of"]
@@ -93,7 +94,8 @@ def llama_config(shape: LlamaShape) -> Any:
 
 def make_model(shape: LlamaShape) -> nn.Module:
     """A ``LlamaForCausalLM`` of ``shape`` with fresh random weights, on the current default device."""
-    model: nn.Module = _transformers().LlamaForCausalLM(llama_config(shape))
+    with quiet_torchao_import():  # transformers imports torchao where it is installed: its warnings say nothing here
+        model: nn.Module = _transformers().LlamaForCausalLM(llama_config(shape))
     return model
 
 

@@ -56,7 +56,10 @@ def main(knobs_json: str) -> None:
         ctx.backward(loss)
         ctx.step(optimizer)
         optimizer.zero_grad(set_to_none=True)
-    print(json.dumps({"rank": dist.get_rank(), **described(model, optimizer), "loss": float(loss)}))
+    print(json.dumps({"rank": dist.get_rank(), **described(model, optimizer), "loss": float(loss)}), flush=True)
+    # Every rank at the end before any tears its group down, as torch's docs advise: a rank 0 that destroyed its
+    # group (and the store it hosts) while the other was still in its last step once hung past the test's limit.
+    dist.barrier()
     dist.destroy_process_group()
 
 

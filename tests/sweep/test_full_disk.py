@@ -14,6 +14,7 @@ the full disk. Its trial processes are counted in ``marks`` (another disk): a tr
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -133,7 +134,9 @@ def test_a_disk_filled_during_a_trial_keeps_that_trial_and_resumes(tmp_path: Pat
         assert error_line(err) == line
         # No reserve, no temporary file, no write-ahead log left: the study's file is whole and alone.
         left = {name for name in files_on(disk) if not name.startswith("mlruns/")}  # MLflow's artifacts: whole files
-        assert left == {"autotune.db", "mlflow.db", "ballast", f"{STUDY}.yaml"}
+        counts = {name for name in left if name.startswith(f".autotune-cache/{STUDY}/flops/")}  # the study's FLOPs
+        assert all(json.loads((disk / name).read_text())["flops"] for name in counts)  # each count whole
+        assert left - counts == {"autotune.db", "mlflow.db", "ballast", f"{STUDY}.yaml"}
         study = load(disk)
         assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.COMPLETE]  # none left RUNNING
         assert [t.number for t in measured_records(study)] == [0, 1]

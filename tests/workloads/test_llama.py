@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from typing import Any
 
 import pytest
 import torch
+from pythonpath import child_env
 
 from autotune import workloads
 from autotune.errors import AutotuneError
@@ -72,6 +74,15 @@ def test_seq_given_as_text_sets_the_sequence_length() -> None:
 
 
 @pytest.mark.slow  # a trial process
+def test_building_it_prints_nothing_where_transformers_imports_torchao() -> None:
+    # torchao (installed with the test extra) logs the CUDA extensions a CPU cannot load, and torch the enums torchao
+    # registers: four lines in every llama trial's output before the workload quietened them.
+    pytest.importorskip("torchao")
+    build = "from autotune.workloads import llama; llama.build('tiny')"
+    done = subprocess.run([sys.executable, "-c", build], capture_output=True, text=True, timeout=120, env=child_env())
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
 def test_a_tiny_trial_trains_and_reports_model_flops_and_tflops_but_no_mfu_on_a_cpu() -> None:
     result = TrialRunner().run(TrialSpec("llama", {"batch_size": 2}, "tiny", "cpu"), timeout_s=300)
     assert result.ok, result.reason
