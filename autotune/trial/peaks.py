@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DENSE_PEAKS", "PEAK_PRECISIONS", "DensePeaks", "dense_peak", "mfu", "peak_precision"]
+__all__ = ["DENSE_PEAKS", "PEAK_PRECISIONS", "DensePeaks", "dense_peak", "peak_precision"]
 
 PEAK_PRECISIONS = ("fp8", "bf16", "fp16", "tf32", "fp32")
 
@@ -69,9 +69,3 @@ def dense_peak(gpu: str, precision: str) -> float | None:
         return None
     peaks = next((peaks for name, peaks in DENSE_PEAKS if name in gpu), None)
     return getattr(peaks, precision) if peaks is not None else None
-
-
-def mfu(tflops: float, gpu: str, precision: str) -> float | None:
-    """``tflops`` achieved as a fraction of ``gpu``'s dense peak in ``precision``; None where there is no peak."""
-    peak = dense_peak(gpu, precision)
-    return tflops / peak if peak else None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.trial.peaks import DENSE_PEAKS, PEAK_PRECISIONS, dense_peak, mfu, peak_precision
+from autotune.trial.flops import FlopCount, rate_metrics
+from autotune.trial.peaks import DENSE_PEAKS, PEAK_PRECISIONS, dense_peak, peak_precision
 
 
 @pytest.mark.parametrize(
@@ -66,7 +67,11 @@ def test_every_gpu_has_a_dense_figure_under_each_sparse_one() -> None:
 
 
 def test_mfu_is_against_the_peak_of_the_precision_that_ran() -> None:
+    def mfu(tflops: float, gpu: str, precision: str, float8: str = "none") -> float | None:
+        """MFU as a trial reports it, of ``tflops`` achieved (a second's step of that many TFLOPs)."""
+        return rate_metrics(FlopCount(tflops * 1e12), 1000.0, gpu, precision, float8=float8).get("mfu")
+
     assert mfu(420.0, "NVIDIA H200", "bf16") == pytest.approx(420.0 / 989.5)  # the 0.3B decoder's winner: ~42%
-    assert mfu(420.0, "NVIDIA H200", "fp8") == pytest.approx(420.0 / 1979.0)
+    assert mfu(420.0, "NVIDIA H200", "bf16", float8="tensorwise") == pytest.approx(420.0 / 1979.0)
     assert mfu(40.0, "NVIDIA H200", "fp32") == pytest.approx(40.0 / 67.0)
     assert mfu(420.0, "a CPU", "bf16") is None
