@@ -38,6 +38,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: st
         assert fragment in lines[0]
 
 
+@pytest.mark.slow
 def test_trial_json_gpt2_tiny_bf16_on_cpu() -> None:
     proc = autotune("trial", "gpt2", "--preset", "tiny", "--device", "cpu", "-p", "precision=bf16", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -151,6 +152,7 @@ def test_leaderboard_of_a_missing_study_is_bad_input(tmp_path: Path) -> None:
     assert_one_line_error(proc, "no study 'nope'")
 
 
+@pytest.mark.slow
 def test_a_view_given_no_study_reads_the_storage_only_one(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path}/a.db"
     assert_one_line_error(autotune("status", "--storage", storage), "no study in", "run autotune sweep first")

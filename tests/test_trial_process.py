@@ -235,6 +235,7 @@ print(json.dumps({"warm_s": returned, "torch_in_server": loaded}))
 """
 
 
+@pytest.mark.slow
 def test_warm_starts_the_trial_server_importing_torch_while_the_caller_goes_on() -> None:
     """A sweep calls warm() before its own set-up: it returns at once, and the server (one per process: a fresh
     interpreter here) imports torch in its own process before the first trial is asked for."""
@@ -269,6 +270,7 @@ print(json.dumps(outcome.value))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compiles", [True, False])
 def test_trials_start_with_the_servers_preloads(compiles: bool) -> None:
     """Each forked trial has what autotune.trial.preload imported in the trial server where its trials may compile,

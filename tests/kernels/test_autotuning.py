@@ -34,6 +34,7 @@ def _rounds(configs: int, *flags: str) -> dict[str, dict[str, Any]]:
     return {found["mode"]: found for found in rounds}
 
 
+@pytest.mark.slow
 def test_a_round_compiles_its_configs_in_parallel_before_the_first_benchmark_and_chooses_as_triton() -> None:
     rounds = _rounds(configs=4)
     serial, parallel = rounds["serial"], rounds["parallel"]
@@ -51,6 +52,7 @@ def test_a_round_compiles_its_configs_in_parallel_before_the_first_benchmark_and
     assert 0 < parallel[AUTOTUNE_COMPILE_METRIC] <= parallel[AUTOTUNE_METRIC] <= parallel["round_s"], parallel
 
 
+@pytest.mark.slow
 def test_a_config_with_a_pre_hook_compiles_in_its_benchmark_as_in_triton() -> None:
     """A hook may set what the kernel is specialized on (a tensor descriptor's block shape): compiled before it
     runs, the kernel would be compiled for the wrong one, then again."""

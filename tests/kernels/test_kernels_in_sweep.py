@@ -56,6 +56,7 @@ json.dump({"launched": uk.LAST_BLOCK[0], "configs": len(uk.scaled_add.configs),
 QUICK_SWEEP = ["-m", "autotune", "sweep", "space.yaml", "--no-mlflow", "--remeasure-top", "0", "--no-report"]
 
 
+@pytest.mark.slow
 def test_a_sweep_picks_among_a_kernels_configs_and_production_launches_only_the_winner(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(SPACE.format(workload="user_kernels:kernel_mlp", trials=3))
     swept = run_interpreted(QUICK_SWEEP, tmp_path)
@@ -116,6 +117,7 @@ params:
 """
 
 
+@pytest.mark.slow
 def test_a_kernel_the_space_does_not_list_is_pinned_in_production_to_what_it_chose_in_the_trial(
     tmp_path: Path,
 ) -> None:
@@ -203,6 +205,7 @@ params:
 """
 
 
+@pytest.mark.slow
 def test_the_informed_start_takes_a_listed_kernels_own_autotuned_choice(tmp_path: Path) -> None:
     """Before the informed start is queued, the listed kernel runs unpinned in a short eager run of the expert's
     configuration; what its autotuner chose there (here always its last config) is the informed start's."""

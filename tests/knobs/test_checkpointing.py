@@ -85,6 +85,7 @@ def test_checkpointing_leaves_the_gradients_as_they_were(mode: str) -> None:
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(expected, got, strict=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "setting",
     [

@@ -112,6 +112,7 @@ def _torchrun(knobs: dict[str, Any], world: int = 2) -> list[dict[str, Any]]:
     return reports
 
 
+@pytest.mark.slow
 def test_apply_under_torchrun_wraps_the_model_in_ddp_with_the_tuned_settings() -> None:
     # The knobs of the DDP trial in tests/trial/test_ranks.py, as its tuned config would carry them.
     knobs = {"data_parallel": "ddp", "ddp_bucket_cap_mb": 5, "ddp_static_graph": True}

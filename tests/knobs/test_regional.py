@@ -177,6 +177,7 @@ def test_a_model_without_blocks_is_compiled_whole_and_the_scope_is_a_noop() -> N
     assert ctx.blocks is not None and not ctx.blocks and ctx.blocks.reason
 
 
+@pytest.mark.slow
 def test_blocks_compiled_in_place_train_as_the_eager_model_does() -> None:
     torch.manual_seed(0)
     model = Decoder(layers=3)

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import optuna
+import pytest
 
 from autotune.storage.rdb import open_storage
 
@@ -34,6 +35,7 @@ print(json.dumps(numbers))
 """
 
 
+@pytest.mark.slow
 def test_each_queued_trial_is_asked_by_one_worker(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/study.db"
     study = optuna.create_study(study_name="queue", storage=open_storage(url))

@@ -30,6 +30,7 @@ params:
 """
 
 
+@pytest.mark.slow
 def test_a_compiled_trial_runs_the_graph_compiled_ahead_of_it(tmp_path: Path) -> None:
     space_file = tmp_path / "ahead.yaml"
     space_file.write_text(SPACE)
@@ -61,6 +62,7 @@ def test_a_compiled_trial_runs_the_graph_compiled_ahead_of_it(tmp_path: Path) ->
         assert metrics["compile_s"] >= metrics.get(AHEAD_WAIT_METRIC, 0.0)
 
 
+@pytest.mark.slow
 def test_a_trial_out_of_memory_beside_a_compile_ahead_is_measured_again_alone(tmp_path: Path) -> None:
     """The workload runs out of memory in a trial while a compile ahead of the sweep runs (trial_workloads.crowded):
     the default trial, beside the informed start's compile ahead, is measured again with that compile stopped and

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import optuna
+import pytest
 import yaml
 from finalist_workloads import WATCHED
 
@@ -64,6 +65,7 @@ def compiles(tmp_path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (tmp_path / "compiles.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_finalist_runs_with_the_options_ranks_exports_them_and_is_not_run_again(tmp_path: Path) -> None:
     study, text = sweep(tmp_path)
     trials = study.get_trials(deepcopy=False)

@@ -54,6 +54,7 @@ def parking_options(storage: str) -> SweepOptions:
     )
 
 
+@pytest.mark.slow
 def test_the_informed_start_steps_aside_while_its_graph_compiles(tmp_path: Path) -> None:
     (tmp_path / "park.yaml").write_text(SPACE)
     storage = f"sqlite:///{tmp_path}/park.db"
@@ -84,6 +85,7 @@ def test_the_informed_start_steps_aside_while_its_graph_compiles(tmp_path: Path)
     assert informed.compile_s > 0
 
 
+@pytest.mark.slow
 def test_a_trial_predicted_to_outlast_the_parked_compile_is_measured_after_the_parked_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,6 +115,7 @@ def test_a_trial_predicted_to_outlast_the_parked_compile_is_measured_after_the_p
     assert sum(r.duration_s for r in records.values()) < wall_s
 
 
+@pytest.mark.slow
 def test_a_graph_that_cannot_park_compiles_ahead_while_the_parked_trial_is_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -150,6 +153,7 @@ def test_a_graph_that_cannot_park_compiles_ahead_while_the_parked_trial_is_measu
     assert beside.result is not None and AHEAD_METRIC in beside.result.metrics  # its graph came from the compile ahead
 
 
+@pytest.mark.slow
 def test_a_stop_signal_queues_a_parked_trial_again(tmp_path: Path) -> None:
     (tmp_path / "park.yaml").write_text(SPACE.replace("trials: 4", "trials: 6"))
     args = ["sweep", "park.yaml", "--no-mlflow", "--remeasure-top", "0", "--prune-below", "0", "--compile-ahead"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import pytest
 import yaml
 from recorded_studies import add_trial
 
@@ -67,6 +68,7 @@ def with_compiled_winner(ctx: SweepContext) -> int:
     return number
 
 
+@pytest.mark.slow
 def test_the_winners_start_is_rehearsed_and_export_ships_what_it_saved(tmp_path: Path) -> None:
     said = io.StringIO()
     ctx = context(tmp_path, said)
@@ -106,6 +108,7 @@ def test_the_winners_start_is_rehearsed_and_export_ships_what_it_saved(tmp_path:
     assert said.getvalue() == before
 
 
+@pytest.mark.slow
 def test_a_rehearsal_that_fails_leaves_the_trials_own_artifacts_shipping(tmp_path: Path) -> None:
     said = io.StringIO()
     ctx = context(tmp_path, said)

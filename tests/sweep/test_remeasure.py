@@ -24,6 +24,7 @@ from autotune.views.leaderboard import leaderboard
 from autotune.views.progress import Progress
 
 
+@pytest.mark.slow
 def test_remeasurement_dethrones_a_lucky_first_measurement(tmp_path: Path) -> None:
     space_file = tmp_path / "outlier.yaml"
     space_file.write_text(outlier_space(tmp_path / "lucky.marker", ("steady", "lucky")))
@@ -70,6 +71,7 @@ def _sweep_outlier(
     return optuna.load_study(study_name="outlier", storage=storage), log.read_text()
 
 
+@pytest.mark.slow
 def test_a_leader_measured_once_is_remeasured_too(tmp_path: Path) -> None:
     # Top 1: the lucky trial is re-measured and falls below the steady one, which then leads on one measurement.
     study, log = _sweep_outlier(tmp_path, top=1)
@@ -106,6 +108,7 @@ def test_a_leader_is_not_remeasured_past_the_time_limit(tmp_path: Path) -> None:
     assert said.getvalue().count("re-measuring trial") == 1
 
 
+@pytest.mark.slow
 def test_a_leader_left_on_one_measurement_after_top_more_is_said(tmp_path: Path) -> None:
     # Top 1: both lucky trials lead in turn and fall; the steady one then leads, measured once, and no more are.
     study, log = _sweep_outlier(tmp_path, top=1, configs=("steady", "lucky", "lucky2"))

@@ -74,6 +74,7 @@ def check_mlflow(uri: str, study: optuna.Study, budget: int = BUDGET) -> None:
     assert parents[0].data.metrics["speedup_vs_default"] > 0
 
 
+@pytest.mark.slow
 def test_quick_sweep_logs_to_a_real_mlflow_server(workdir: Path, mlflow_server: object) -> None:
     uri = mlflow_server.uri  # type: ignore[attr-defined]
     # Half of quick.yaml's budget (the killed sweep below runs six trials), and the finishing re-measurement once:
@@ -149,6 +150,7 @@ def wait_for_running_trial(workdir: Path, proc: subprocess.Popen[bytes], timeout
     pytest.fail(f"no running trial to kill (sweep exit code {proc.poll()})")
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_without_losing_or_repeating_a_trial(workdir: Path) -> None:
     env = environment(None)  # MLflow's own default: sqlite:///mlflow.db in the working folder
     # No re-measurement: it comes after the search, which is what is killed and resumed here. Six of quick.yaml's
@@ -244,6 +246,7 @@ params:
 """
 
 
+@pytest.mark.slow
 def test_multi_objective_sweep_shows_a_pareto_front_and_exports_by_rule(tmp_path: Path) -> None:
     from autotune.space import load_space
     from autotune.sweep import SweepOptions, run_sweep

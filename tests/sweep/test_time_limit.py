@@ -186,6 +186,7 @@ def timed_sweep(
     return summary, log.read_text(), executor.last_end - started, optuna.load_study(study_name="space", storage=storage)
 
 
+@pytest.mark.slow
 def test_a_finalist_that_fits_runs_and_the_finishing_stages_end_by_the_limit(tmp_path: Path) -> None:
     # Re-measuring the top 2 thrice and rehearsing the winner's start (about 0.2 s a run, as estimated from the search
     # trials, more where the machine is loaded), then a finalist: 0.2 + 0.25 x 6 s and its 3 re-measurements; about

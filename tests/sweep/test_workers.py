@@ -79,6 +79,7 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_workers_started_together_share_the_default_sqlite_study(
     workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -101,6 +102,7 @@ def postgres_study() -> Iterator[tuple[str, str]]:
     optuna.delete_study(study_name=name, storage=POSTGRES)
 
 
+@pytest.mark.slow
 def test_workers_started_together_share_a_postgresql_study(
     workdir: Path, postgres_study: tuple[str, str], mlflow_server: object
 ) -> None:

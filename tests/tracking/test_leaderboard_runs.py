@@ -273,6 +273,7 @@ def test_fractions_keep_six_significant_digits(sqlite_uri: str, study: str) -> N
     assert (metrics["items_per_step"], metrics["compile_s"]) == (123456789.0, 0.0)  # counts stay exact
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "server"])
 def test_the_experiment_is_a_model_training_experiment_with_a_leaderboard_view(
     backend: str, sqlite_uri: str, study: str, request: pytest.FixtureRequest

@@ -333,6 +333,7 @@ def test_programming_errors_still_raise(sqlite_uri: str, study: str) -> None:
 # --------------------------------------------------------------------------- outage
 
 
+@pytest.mark.slow
 def test_outage_does_not_fail_the_sweep_and_is_caught_up(
     mlflow_server: MlflowServer, study: str, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -93,6 +93,7 @@ def _rows(page: Any) -> list[str]:
     return [name for _, name in sorted(page.evaluate(script))]
 
 
+@pytest.mark.slow
 def test_mlflow_ui_shows_the_sweep_as_a_leaderboard(swept: tuple[Path, str], tmp_path: Path) -> None:
     folder, printed = swept
     tracking_uri = f"sqlite:///{folder / 'mlflow.db'}"

@@ -16,6 +16,7 @@ from autotune.trial.trialspec import TrialSpec
 from autotune.trial_process import TrialRunner
 
 
+@pytest.mark.slow
 def test_a_trial_compiled_ahead_finds_its_graphs_in_the_cache(tmp_path: Path) -> None:
     cache = tmp_path / CACHE_FOLDER / "study"
     spec = TrialSpec(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import torch
 from pytest import MonkeyPatch
 
@@ -22,6 +23,7 @@ def test_cache_folder_sits_beside_a_sqlite_study(tmp_path: Path) -> None:
     assert study_cache_dir("postgresql://u@host/autotune", "night/1") == Path.cwd() / CACHE_FOLDER / "night_1"
 
 
+@pytest.mark.slow
 def test_a_repeated_trial_compiles_from_the_study_cache(tmp_path: Path) -> None:
     cache = tmp_path / CACHE_FOLDER / "study"
     params = {"compile_mode": "default", "precision": "bf16"}

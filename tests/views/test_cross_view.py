@@ -257,6 +257,7 @@ params:
 """
 
 
+@pytest.mark.slow
 def test_a_real_sweep_with_a_constraint_reads_the_same_everywhere(tmp_path: Path) -> None:
     """A real CPU sweep with MLflow on, read through mlflow.search_runs, optuna.load_study and the commands."""
 

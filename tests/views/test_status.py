@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from pythonpath import child_env
 
 HERE = Path(__file__).resolve().parents[1]
@@ -59,6 +60,7 @@ def _wait_for_a_running_trial(db: Path, deadline: float) -> None:
     raise AssertionError("no trial started running")
 
 
+@pytest.mark.slow
 def test_status_shows_the_running_trial_then_that_its_worker_is_gone(tmp_path: Path) -> None:
     (tmp_path / "hang.yaml").write_text(SPACE)
     sweep = subprocess.Popen(

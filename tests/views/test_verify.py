@@ -78,6 +78,7 @@ def _edited(tuned: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], object
     return path
 
 
+@pytest.mark.slow
 def test_the_exported_config_holds_on_the_machine_it_was_tuned_on(tuned: Path) -> None:
     done = _verify(tuned, repeats=3)  # the median of three: one run slowed by the loaded machine does not decide
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
@@ -86,6 +87,7 @@ def test_the_exported_config_holds_on_the_machine_it_was_tuned_on(tuned: Path) -
     assert float(speedup.split()[1].rstrip("x")) > 4  # 250 ms against 50 ms steps
 
 
+@pytest.mark.slow
 def test_a_figure_far_above_what_this_machine_measures_is_a_regression(tuned: Path, tmp_path: Path) -> None:
     def inflate(provenance: dict[str, Any]) -> None:
         provenance["metrics"]["remeasured"]["median"] *= 10
@@ -99,6 +101,7 @@ def test_a_figure_far_above_what_this_machine_measures_is_a_regression(tuned: Pa
     ), verdict
 
 
+@pytest.mark.slow
 def test_a_lost_speedup_on_other_software_names_the_change(tuned: Path, tmp_path: Path) -> None:
     def elsewhere(provenance: dict[str, Any]) -> None:
         provenance["env"]["torch"] = "2.11.0+cu130"

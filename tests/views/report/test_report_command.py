@@ -33,6 +33,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_report_writes_the_page_and_pngs_and_logs_them_to_the_parent_run(workdir: Path) -> None:
     uri = f"sqlite:///{workdir}/mlflow.db"
     proc = autotune("report", "--study", "rn50", "-o", "out/rn50.html", "--tracking-uri", uri, cwd=workdir)
@@ -54,6 +55,7 @@ def test_report_writes_the_page_and_pngs_and_logs_them_to_the_parent_run(workdir
     assert page == (workdir / "out" / "rn50.html").read_text()
 
 
+@pytest.mark.slow
 def test_report_without_a_sweep_run_logs_nowhere(workdir: Path) -> None:
     elsewhere = f"sqlite:///{workdir}/other.db"
     (workdir / "report.html").unlink(missing_ok=True)  # the default output, which another test writes too
