@@ -23,12 +23,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests marked ``slow`` first, each group in its collected order. pytest-xdist hands tests out in this
-    order, so the half-minute tests start together and the short ones fill the end of the run, instead of one worker
-    finishing a long test alone while the other waits."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 START_SCRIPT = REPO / "mlflow" / "start-server.sh"
 # A cold start (two interpreters importing mlflow, creating the sqlite schema) takes 6-15 s on
 # 2 CPU cores; the bound only turns a broken start into a clear failure instead of a hang.
