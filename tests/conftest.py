@@ -22,7 +22,6 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-
 START_SCRIPT = REPO / "mlflow" / "start-server.sh"
 # A cold start (two interpreters importing mlflow, creating the sqlite schema) takes 6-15 s on
 # 2 CPU cores; the bound only turns a broken start into a clear failure instead of a hang.

@@ -127,15 +127,13 @@ def test_a_graph_that_cannot_park_compiles_ahead_while_the_parked_trial_is_measu
     storage = f"sqlite:///{tmp_path}/park.db"
     waits = {4: 1.0, 5: 30.0}  # the predicted rest of a graph's compile ahead, by the trial that proposed it
 
-    def proposed_by(configuration: dict[str, object]) -> int:
-        study = optuna.load_study(study_name="park", storage=storage)
-        trials = study.get_trials(deepcopy=False)
+    def proposed_by(trials: list[optuna.trial.FrozenTrial], configuration: dict[str, object]) -> int:
         return min((t.number for t in trials if t.user_attrs.get(schema.ATTR_PARAMS) == configuration), default=-1)
 
     def predict(configurations: list[dict[str, object]]) -> Seconds:
-        compiled = [graph_key(c) is not None for c in configurations]
+        trials = optuna.load_study(study_name="park", storage=storage).get_trials(deepcopy=False)
         waiting = np.array(
-            [waits.get(proposed_by(c), 0.0) if k else 0.0 for c, k in zip(configurations, compiled, strict=True)]
+            [waits.get(proposed_by(trials, c), 0.0) if graph_key(c) is not None else 0.0 for c in configurations]
         )
         return Seconds(waiting + 10.0, waiting)
 
