@@ -20,6 +20,11 @@ import pytest
 # of a test from spin-waiting on each other's threads when the 2 cores are shared (seen: a 12 ms step
 # of a tiny ResNet took 2.3 s with another busy process). Trial processes inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The suite's install skips compiling bytecode (README: `pip install --no-compile`), and its hundreds of Python
+# processes would each parse torch's sources again where PYTHONDONTWRITEBYTECODE is set (as on CI): they write it,
+# so the first process to import a module compiles it for the others.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 REPO = Path(__file__).resolve().parents[1]
 START_SCRIPT = REPO / "mlflow" / "start-server.sh"
