@@ -33,6 +33,13 @@ START_SCRIPT = REPO / "mlflow" / "start-server.sh"
 START_TIMEOUT_S = 90.0
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules that hold a slow test run first, each kept whole (its module fixtures set up once): the workers
+    then end on quick tests together, not one on a long and mostly sleeping test while the others wait for it."""
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow_modules)  # stable: collection order within each group
+
+
 class MlflowServer:
     """``mlflow/start-server.sh`` on a free port of 127.0.0.1, with its store in ``store_dir``.
 

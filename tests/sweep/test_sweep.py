@@ -87,15 +87,17 @@ def test_quick_sweep_logs_to_a_real_mlflow_server(workdir: Path, mlflow_server: 
     study = load_quick_study(workdir)
     assert len(measured_records(study)) == trials
     check_mlflow(uri, study, trials)
-    check_remeasured_metric(uri, study)
+    check_remeasured_metric(uri, study, proc.stdout + proc.stderr)
 
 
-def check_remeasured_metric(uri: str, study: optuna.Study) -> None:
+def check_remeasured_metric(uri: str, study: optuna.Study, output: str) -> None:
     """Each re-measured trial's child run carries its re-measured median; no other trial's run does.
 
     With ``--remeasure-top 1`` the top trial is re-measured, and if its median falls below a trial measured once, that
     new leader is re-measured too (autotune.sweep.stages.remeasure): on CI's loaded machine the default trial led the
-    search on one lucky figure and both were re-measured. So one or two, and the sweep's leader is among them."""
+    search on one lucky figure and both were re-measured. So one or two. The sweep's leader is among them, or, where
+    the second fell below a third trial too (seen with three test processes on 2 cores), that trial leads on its one
+    measurement and the sweep says so."""
     attrs = study.user_attrs
     medians = {
         t.number: data["median"]
@@ -103,7 +105,10 @@ def check_remeasured_metric(uri: str, study: optuna.Study) -> None:
         if (data := attrs.get(schema.remeasured_key(t.number))) is not None
     }
     assert 1 <= len(medians) <= 2, medians
-    assert records_of(study).ranked[0].number in medians
+    leader = records_of(study).ranked[0]
+    if leader.number not in medians:
+        assert len(medians) == 2 and leader.measured_once, medians
+        assert f"trial {leader.number} leads on one measurement: the leader re-measured after the top 1 fell" in output
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name("autotune/quick")
     assert experiment is not None
