@@ -90,7 +90,8 @@ def measure_training(trial: TrainingTrial) -> TrialResult:
     try:
         trial.workload.model.train()
         reference = reference_pass(trial.workload, source.first())  # the very batch the first step trains on
-        flops = _count_flops(trial, source.first())  # on the untouched model, before any knob
+        first, cache = source.first(), trial.flop_cache  # FLOPs: on the untouched model, before any knob
+        flops = count_step_flops(trial.workload, first) if cache is None else cache.count(trial.workload, first)
         if trial.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(trial.device)  # the peak from here on: the trial's own
         optimizer = torch.optim.AdamW(trial.workload.model.parameters(), lr=1e-4)
@@ -100,12 +101,6 @@ def measure_training(trial: TrainingTrial) -> TrialResult:
     finally:
         if isinstance(source, LoaderBatches):
             source.close()
-
-
-def _count_flops(trial: TrainingTrial, batch: Any) -> FlopCount:
-    if trial.flop_cache is None:
-        return count_step_flops(trial.workload, batch)
-    return trial.flop_cache.count(trial.workload, batch)
 
 
 def _run_steps(
