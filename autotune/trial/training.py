@@ -89,8 +89,9 @@ def measure_training(trial: TrainingTrial) -> TrialResult:
     source = batch_source(trial.workload, trial.batch_size, trial.knobs, trial.device, trial.settings.batches)
     try:
         trial.workload.model.train()
-        reference = reference_pass(trial.workload, source.first())  # the very batch the first step trains on
-        first, cache = source.first(), trial.flop_cache  # FLOPs: on the untouched model, before any knob
+        first = source.first()  # the very batch the first step trains on
+        reference = reference_pass(trial.workload, first)
+        cache = trial.flop_cache  # the FLOPs: counted on the untouched model, before any knob
         flops = count_step_flops(trial.workload, first) if cache is None else cache.count(trial.workload, first)
         if trial.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(trial.device)  # the peak from here on: the trial's own
