@@ -41,8 +41,11 @@ def trial_attrs(
     mlflow_run_id: str | None = None,
     reason: str | None = None,
     kind: TrialKind = TrialKind.MEASURED,
+    informed: bool = False,
+    twin: bool = False,
 ) -> dict[str, Any]:
-    """A finished trial's user attributes, as the recorder writes them."""
+    """A finished trial's user attributes, as the recorder writes them (the informed start's and its twin's marks as
+    their queueing sets them)."""
     record = result.to_dict()
     record.pop("series")
     attrs: dict[str, Any] = {
@@ -58,6 +61,10 @@ def trial_attrs(
         attrs[schema.ATTR_REMEASURED] = remeasured
     if mlflow_run_id is not None:
         attrs[schema.ATTR_MLFLOW_RUN] = mlflow_run_id
+    if informed:
+        attrs[schema.ATTR_INFORMED] = True
+    if twin:
+        attrs[schema.ATTR_TWIN] = True
     return attrs
 
 

@@ -118,7 +118,7 @@ class TrialRecord:
     trial_id: int | None = None  # the storage's id of the trial: for a writer that must act on it (fail, requeue)
     # the informed start: what an expert would try first here (autotune.sweep.proposals.informed_start)
     informed: bool = False
-    twin: bool = False  # the informed start's twin, without float8 or in the other half precision (schema.ATTR_TWIN)
+    twin: bool = False  # the informed start's twin (schema.ATTR_TWIN)
     prepared_s: float = 0.0  # device seconds spent preparing it before it started (schema.ATTR_PREPARED_S)
     rehearsed: Rehearsal | None = None  # its production start, rehearsed (autotune.records.rehearsed_start)
 

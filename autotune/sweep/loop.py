@@ -34,6 +34,7 @@ from autotune.sweep.context import Stage, SweepContext
 from autotune.sweep.faults.ended_on_error import sweep_ended
 from autotune.sweep.faults.full_disk import GuardedRecorder
 from autotune.sweep.options import Executor, Role, SweepOptions, SweepSummary
+from autotune.sweep.proposals.batch_step import BatchStep
 from autotune.sweep.proposals.compile_ahead import compile_ahead_for
 from autotune.sweep.proposals.informed_start import InformedStart
 from autotune.sweep.proposals.parked_trials import Predict
@@ -105,6 +106,8 @@ class Sweep:
         self.finishing = Finishing(self.ctx, leases, self.orphans, self.signals, self.proposer.worker)
         # Queued once the default is measured (autotune/sweep/proposals/informed_start.py).
         self.informed = InformedStart(self.ctx, leases, self.proposer.worker, self.signals)
+        # Queued once the informed start and its twin are measured (autotune/sweep/proposals/batch_step.py).
+        self.batch_step = BatchStep(self.ctx, leases, self.proposer.worker, self.informed.device, self.informed.enabled)
         ahead = compile_ahead_for(self.ctx, executor, role)  # None: this worker compiles nothing ahead
         self.turns = TrialTurns(
             self.ctx, self.proposer, self.recorder, self.signals, self.device, self.informed, ahead, _predict(self.ctx)
@@ -175,6 +178,7 @@ class Sweep:
                         continue
                     self._waiting = False
                     self.informed.queue()
+                    self.batch_step.queue()
                     skips = 0 if self.one_trial() else skips + 1
         except Interrupted as stop:
             self.turns.release_parked(stop.signame)

@@ -15,7 +15,8 @@ what their own autotuners choose in a short eager run of this configuration,
   build function's ``informed_start`` mapping: gpt2's fused LM head); and the largest batch whose
   memory the default's measured peak says will fit (:func:`largest_batch`), with activation checkpointing where a
   constraint on peak memory holds that batch back and checkpointing lets a larger one fit; then its twin
-  (:func:`informed_twin`): the same without float8 where it trains in float8, else in the other half precision;
+  (:func:`informed_twin`): the same without float8 where it trains in float8, else without the checkpointing it
+  turned on, else in the other half precision;
 - on a CPU: ``torch.compile`` default and the fused optimizer; channels_last for 4-D weights; bf16
   only where the CPU has AMX tiles (``amx_bf16``: elsewhere autocast to bf16 converts more than it
   saves, and fp16 autocast on a CPU is slower still); the default's batch (a CPU process's peak is
@@ -46,6 +47,7 @@ __all__ = [
     "LOWER_PRECISION_MEMORY",
     "DeviceFacts",
     "Expert",
+    "checkpointing_twin",
     "expert_params",
     "float8_pays",
     "float8_twin",
@@ -356,10 +358,29 @@ def expert_params(
 
 
 def informed_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> dict[str, Any] | None:
-    """The configuration measured right after the informed start ``start``, to settle the one choice in it that the
-    model's shapes decide: without float8 where ``start`` trains in float8 (:func:`float8_twin`), else in the other
-    half precision (:func:`precision_twin`); None where there is neither."""
-    return float8_twin(space, start) or precision_twin(space, start, facts)
+    """The configuration measured right after the informed start ``start``, to settle the one choice in it that
+    the expert could not reckon: without float8 where ``start`` trains in float8 (:func:`float8_twin`), else without
+    the activation checkpointing it turned on (:func:`checkpointing_twin`), else in the other half precision
+    (:func:`precision_twin`); None where there is none."""
+    return float8_twin(space, start) or checkpointing_twin(space, start) or precision_twin(space, start, facts)
+
+
+def checkpointing_twin(space: Space, start: dict[str, Any]) -> dict[str, Any] | None:
+    """The informed start's params ``start`` without activation checkpointing, where the expert turned it on (the
+    space's default is ``none``, ``start``'s is not); None elsewhere, or where that breaks a rule.
+
+    The expert turns checkpointing on where the default trial's peak says the batch would not fit without it, but
+    that peak is the default's: it knows nothing of what the expert's other choices save. On an H100 GPT-2's default
+    held 8.9 GiB at batch 8 (torch's head, eager), so under an 8 GiB cap the informed start took full checkpointing
+    at 8 (279,258 tokens/s, 2.8 GiB); without it, the fused head and the compiler ran batch 8 at 5.2 GiB and 313,180
+    tokens/s (BENCHMARKS.md). Measured beside it, the twin's own peak says whether the recompute was needed: over the
+    cap it is infeasible and never ranks."""
+    spec = space.params.get("activation_checkpointing")
+    if spec is None or not spec.contains("none") or start.get("activation_checkpointing", "none") == "none":
+        return None
+    if (spec.default if spec.default is not None else spec.first()) != "none":
+        return None  # the space's own default checkpoints: the expert kept it, it did not turn it on
+    return _active_only(space, start, {**start, "activation_checkpointing": "none"})
 
 
 def float8_twin(space: Space, start: dict[str, Any]) -> dict[str, Any] | None:

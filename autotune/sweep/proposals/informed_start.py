@@ -4,10 +4,11 @@ A sampler's first trials are random (TPE's first ten), and a random draw of six 
 that wins: a 12-trial GPT-2 sweep never tried bf16 with the fused head (BENCHMARKS.md). An engineer would have tried it
 first. So once the default trial is measured, the sweep queues one configuration that an expert would pick for this
 device and workload (:mod:`autotune.sweep.proposals.expert_choice`), and the next ask measures it (the study's second
-trial with one worker), then its twin where there is one: the same without float8 where it trains in float8, else in the
-other half precision. It is a measured trial like any other: it counts in the budget, the sampler reads it as a COMPLETE
-trial (TPE models it; CMA-ES, which learns only from its own draws, does not), and it is marked ``autotune.informed`` so
-the progress line names it; its twin is marked ``autotune.informed_twin``, and while their graphs compile ahead the twin
+trial with one worker), then its twin where there is one: the same without float8 where it trains in float8, else
+without the activation checkpointing it turned on, else in the other half precision. It is a measured trial like any
+other: it counts in the budget, the sampler reads it as a COMPLETE trial (TPE models it; CMA-ES, which learns only
+from its own draws, does not), and it is marked ``autotune.informed`` so the progress line names it; its twin is
+marked ``autotune.informed_twin``, and while their graphs compile ahead the twin
 may stand aside with the informed start (:mod:`autotune.sweep.proposals.parked_trials`).
 
 What the device is (its GPU, memory, bf16; whether the model has 4-D weights, asked of the workload
@@ -38,7 +39,7 @@ from autotune.sweep.context import SweepContext
 from autotune.sweep.options import SweepOptions
 from autotune.sweep.proposals.expert_choice import DeviceFacts, expert_params, informed_twin, likely_starts
 from autotune.sweep.proposals.kernel_start import autotuned_kernel_params
-from autotune.sweep.workers.leases import LeaseTable, held
+from autotune.sweep.workers.leases import LeaseTable, decide_once
 from autotune.trial.compilecache import study_cache_dir
 from autotune.trial.probe import device_facts
 from autotune.trial_process import TrialRunner
@@ -96,8 +97,8 @@ class InformedStart:
         self.worker = worker
         self.signals = signals  # a stop signal ends the wait for the device's answer at once
         options, space = ctx.options, ctx.space
-        off = not options.informed_start or options.replay is not None or space.sampler.name == "grid"
-        self._settled = off  # nothing more for this worker to do
+        self.enabled = options.informed_start and options.replay is None and space.sampler.name != "grid"
+        self._settled = not self.enabled  # nothing more for this worker to do
         self._facts: DeviceFacts | None = None  # the device's answer, once asked
 
     def queue(self) -> None:
@@ -108,19 +109,7 @@ class InformedStart:
         default = self.ctx.records.default
         if default is None:
             return  # not measured yet
-        if self._decided():
-            self._settled = True
-            return
-        if self.leases is None:
-            self._decide(default)
-        elif self.leases.acquire(LEASE, self.worker) is None:
-            with held(self.leases, LEASE, self.worker):
-                self.ctx.records.refresh()
-                if not self._decided():
-                    self._decide(default)
-        else:
-            return  # another worker decides it now
-        self._settled = True
+        self._settled = decide_once(self.leases, LEASE, self.worker, self._decided, lambda: self._decide(default))
 
     def likely(self, default: TrialRecord, count: int) -> list[dict[str, Any]]:
         """While ``default`` is not measured yet: the informed start's likely configurations (:func:`likely_starts`),
@@ -131,12 +120,12 @@ class InformedStart:
         if self._settled or ctx.space.kernels or self._decided():
             return []
         try:
-            facts = self._device(default)
+            facts = self.device(default)
         except ProbeFailed:
             return []  # asked again, and said, when the default is measured
         return likely_starts(ctx.space, default, facts, count, ctx.options.memory_cap_gib)
 
-    def _device(self, default: TrialRecord) -> DeviceFacts:
+    def device(self, default: TrialRecord) -> DeviceFacts:
         """What the device is (:func:`probe_device`), asked once; :class:`ProbeFailed` when it cannot answer."""
         if self._facts is None:
             interruptible = self.signals.interruptible if self.signals is not None else contextlib.nullcontext
@@ -145,7 +134,9 @@ class InformedStart:
         return self._facts
 
     def _decided(self) -> bool:
-        """Whether the study holds an informed start (queued, running or measured) or a decision not to."""
+        """Whether the study holds an informed start (queued, running or measured) or a decision not to (as of a
+        fresh read of its trials)."""
+        self.ctx.records.refresh()
         if any(record.informed for record in self.ctx.records.trials):
             return True
         return schema.STUDY_ATTR_INFORMED in self.ctx.study.user_attrs
@@ -154,7 +145,7 @@ class InformedStart:
         ctx = self.ctx
         interruptible = self.signals.interruptible if self.signals is not None else contextlib.nullcontext
         try:
-            facts = self._device(default)
+            facts = self.device(default)
         except ProbeFailed as exc:
             self._none(f"the device could not be asked: {exc}")
             return
@@ -210,4 +201,6 @@ def _twin_text(start: dict[str, Any], twin: dict[str, Any]) -> str:
     """What the twin changes, for its progress line."""
     if twin.get("precision") != start.get("precision"):
         return f"the same in {twin['precision']} (which half precision wins is the model's to say)"
+    if twin.get("activation_checkpointing") != start.get("activation_checkpointing"):
+        return "the same without activation checkpointing (whether it needs the recompute is its peak's to say)"
     return "the same without float8 (whether FP8 pays is the model's layer shapes to say)"

@@ -20,9 +20,11 @@ Life cycle of a lease:
 Times are the database's clock (``CURRENT_TIMESTAMP``, as Optuna's heartbeats), so hosts need not agree.
 
 The leases a sweep takes (names): ``finish``, the study's finishing stages
-(:mod:`autotune.sweep.stages.once_per_study`); ``search host:pid``, held by each process while it searches, so the
-finishing stages wait for every search (:func:`searching`); ``orphan <trial id>``, taken once by the
-worker that fails and retries a dead worker's trial, never released (:mod:`autotune.sweep.workers.orphaned_trials`).
+(:mod:`autotune.sweep.stages.once_per_study`); ``informed start`` and ``batch step``, the decisions :func:`decide_once`
+takes (:mod:`autotune.sweep.proposals.informed_start`, :mod:`autotune.sweep.proposals.batch_step`);
+``search host:pid``, held by each process while it searches, so the finishing stages wait for every search
+(:func:`searching`); ``orphan <trial id>``, taken once by the worker that fails and retries a dead worker's trial,
+never released (:mod:`autotune.sweep.workers.orphaned_trials`).
 
 With ``--storage memory`` one process has the study to itself: :func:`open_leases` returns None, and
 every caller then acts as the holder of every lease.
@@ -46,7 +48,7 @@ from autotune.errors import first_line
 from autotune.storage.beats import beating
 from autotune.storage.rdb import GRACE_S, HEARTBEAT_S, is_dead_local_worker
 
-__all__ = ["FINISH", "LeaseTable", "held", "open_leases", "search_lease", "searching"]
+__all__ = ["FINISH", "LeaseTable", "decide_once", "held", "open_leases", "search_lease", "searching"]
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +188,25 @@ def held(table: LeaseTable, name: str, holder: str) -> Iterator[None]:
             yield
     finally:
         _let_go(table.release, name, holder)
+
+
+def decide_once(
+    table: LeaseTable | None, name: str, holder: str, decided: Callable[[], bool], decide: Callable[[], None]
+) -> bool:
+    """Run ``decide`` once per study under lease ``name``, unless ``decided()`` says the study holds its decision
+    already (asked again under the lease: another process may have decided meanwhile). True once the decision is
+    the study's; False while another process holds the lease (ask again later)."""
+    if decided():
+        return True
+    if table is None:
+        decide()
+        return True
+    if table.acquire(name, holder) is not None:
+        return False
+    with held(table, name, holder):
+        if not decided():
+            decide()
+    return True
 
 
 @contextmanager
