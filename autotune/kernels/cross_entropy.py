@@ -173,6 +173,10 @@ def fused_linear_cross_entropy(
     mode is on and ``hidden`` or ``weight`` requires them; ``backward()`` then only scales them.
     """
     _check_inputs(hidden, weight, targets, chunk)
+    if hidden.device.type == "meta":
+        # Shapes alone, no kernel (a step's FLOPs are counted on the meta device: autotune/trial/flops.py): the same
+        # matmuls as the fused path, the logits' forward and the two gradients'.
+        return F.cross_entropy(hidden @ weight.T, targets)
     targets = targets.contiguous()
     if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
         return _FusedLinearCrossEntropy.apply(hidden, weight, targets, chunk)

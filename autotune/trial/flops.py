@@ -19,9 +19,11 @@ matmuls forward and four backward whichever kernel the GPU runs (flash attention
 hardware FLOPs that are not model FLOPs), and causal attention counts the whole score matrix, as the usual
 "plus attention" term does.
 
-Nothing is counted (a value saying why, never a failed trial) for a workload whose step is its own ``train_step``,
-or whose model cannot run on fake tensors: a Triton kernel, a value read back from the device (``.item()``), a
-tensor made on another device inside ``forward``.
+The model and its loss are swapped together, so a loss that reads the model's parameters itself (a fused LM head
+takes the head's weight) counts too; autotune's own Triton kernels count as the torch ops they replace (on ``meta``
+they run those). Nothing is counted (a value saying why, never a failed trial) for a workload whose step is its own
+``train_step``, or whose model cannot run on fake tensors: a Triton kernel of its own, a value read back from the
+device (``.item()``), a tensor made on another device inside ``forward``.
 """
 
 from __future__ import annotations
@@ -87,12 +89,26 @@ def rate_metrics(
 
 def _count(model: torch.nn.Module, loss_fn: Callable[[Any, torch.Tensor], torch.Tensor], batch: Any) -> int:
     fake = FakeTensorMode(allow_non_fake_inputs=True)  # a tensor the forward pass holds outside its state: faked too
-    state = _fake_state(model, fake)
+    step = _Step(model, loss_fn)
+    state = {f"model.{name}": tensor for name, tensor in _fake_state(model, fake).items()}
     fake_inputs, fake_targets = _fake(batch, fake)  # (inputs, targets): the reference pass has checked it is a pair
     with fake, FlopCounterMode(display=False) as counter, torch.enable_grad():
-        outputs = torch.func.functional_call(model, state, (fake_inputs,), tie_weights=True, strict=False)
-        loss_fn(outputs, fake_targets).backward()
+        loss = torch.func.functional_call(step, state, (fake_inputs, fake_targets), tie_weights=True, strict=False)
+        loss.backward()
     return int(counter.get_total_flops())
+
+
+class _Step(torch.nn.Module):
+    """The model and its loss as one module, swapped together: a loss that reads the model's parameters itself (a
+    fused LM head takes ``model.head.weight``) reads the fake ones too."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable[[Any, torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def forward(self, inputs: Any, targets: torch.Tensor) -> torch.Tensor:
+        return self.loss_fn(self.model(inputs), targets)
 
 
 def _fake_state(model: torch.nn.Module, fake: FakeTensorMode) -> dict[str, torch.Tensor]:

@@ -7,7 +7,7 @@ from flop_models import CPU, ReadsBack, mlp_workload
 from torch.nn import functional as F
 
 from autotune.trial.flops import FlopCount, count_step_flops, rate_metrics
-from autotune.workloads import Workload
+from autotune.workloads import Workload, gpt2
 
 
 def test_a_linear_model_counts_what_its_matmuls_do_by_hand() -> None:
@@ -56,3 +56,15 @@ def test_rate_metrics_on_a_known_gpu_a_cpu_and_without_a_count() -> None:
     }  # fmt: skip
     assert rate_metrics(count, 1000.0, None, "bf16") == {"model_flops_per_step": 494.75e12, "tflops": 494.75}
     assert rate_metrics(FlopCount(None, "why"), 1000.0, "NVIDIA H200", "bf16") == {"flops_not_counted": "why"}
+
+
+def test_autotunes_triton_kernels_count_as_the_torch_ops_they_replace() -> None:
+    # No Triton kernel runs on the meta device: the fused LM head counts as the logits' matmuls and the Triton
+    # LayerNorm as torch's, so a step with them counts what the same step with torch's head and norm does.
+    counts = []
+    for norm, head in (("torch", "torch"), ("triton", "fused")):
+        work = gpt2.build("tiny", norm=norm, head=head)
+        torch.manual_seed(0)
+        assert work.make_batch is not None
+        counts.append(count_step_flops(work, work.make_batch(4, CPU)))
+    assert counts[0].flops and counts[1] == counts[0]
