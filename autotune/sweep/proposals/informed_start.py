@@ -8,8 +8,9 @@ trial with one worker), then its twin where there is one: the same without float
 without the activation checkpointing it turned on, else in the other half precision. It is a measured trial like any
 other: it counts in the budget, the sampler reads it as a COMPLETE trial (TPE models it; CMA-ES, which learns only
 from its own draws, does not), and it is marked ``autotune.informed`` so the progress line names it; its twin is
-marked ``autotune.informed_twin``, and while their graphs compile ahead the twin
-may stand aside with the informed start (:mod:`autotune.sweep.proposals.parked_trials`).
+marked ``autotune.informed_twin``, and while their graphs compile ahead the twin may stand aside with the informed
+start (:mod:`autotune.sweep.proposals.parked_trials`). Once both are measured, the batch step may follow
+(:mod:`autotune.sweep.proposals.batch_step`).
 
 What the device is (its GPU, memory, bf16; whether the model has 4-D weights, asked of the workload
 built on the ``meta`` device: no memory, no weights) is asked in a trial process, as a trial would
