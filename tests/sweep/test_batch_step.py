@@ -13,22 +13,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import optuna
 from expert_facts import CPU, H100
 from optuna.trial import TrialState
 from recorded_studies import add_trial
+from sweep_contexts import sweep_context
 
 from autotune.measurement import Status, TrialResult
-from autotune.records import StudyRecords, TrialRecord, schema
-from autotune.space import load_space
-from autotune.sweep import SweepOptions
+from autotune.records import TrialRecord, schema
 from autotune.sweep.context import SweepContext
-from autotune.sweep.measurers import TrialExecutor
-from autotune.sweep.options import study_name
-from autotune.sweep.proposals.batch_step import BatchStep, Step, batch_step
+from autotune.sweep.proposals.batch_step import ON_A_CPU, BatchStep, Step, batch_step
 from autotune.sweep.proposals.expert_choice import DeviceFacts, expert_params, informed_twin
-from autotune.sweep.setup import study_info
-from autotune.views.progress import Progress
 
 SPACE = """\
 workload: {name: "trial_workloads:tiny_mlp", preset: tiny}
@@ -46,19 +40,7 @@ TWIN = {**START, "activation_checkpointing": "none"}
 
 def context(tmp_path: Path, said: io.StringIO) -> SweepContext:
     """A sweep's context over a new SQLite study of SPACE."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    space_file = tmp_path / "space.yaml"
-    space_file.write_text(SPACE)
-    space = load_space(space_file)
-    options = SweepOptions(storage=f"sqlite:///{tmp_path}/batch.db", tracking=False)
-    info = study_info(space, options)
-    study = optuna.create_study(storage=options.storage, study_name=study_name(space, options), direction="maximize")
-    study.set_user_attr(schema.STUDY_ATTR_INFO, info.to_dict())
-    records = StudyRecords.read(study, info)
-    progress = Progress(None, None, said)
-    return SweepContext(
-        space, options, study, study._storage, info, records, TrialExecutor(space, options), progress, None
-    )
+    return sweep_context(tmp_path, SPACE, said, "batch")
 
 
 def measure(ctx: SweepContext, params: dict[str, Any], tokens_s: float, peak_gib: float, **marks: bool) -> int:
@@ -107,7 +89,7 @@ def test_no_step_where_nothing_larger_fits_or_on_a_cpu(tmp_path: Path) -> None:
     ctx = context(tmp_path, io.StringIO())
     with_start(ctx, start_peak=6.0, twin_peak=7.0)
     assert batch_step(ctx.space, ctx.records, GPU) == "no larger batch fits by the measured peaks"
-    assert "on a CPU the batch stays" in str(batch_step(ctx.space, ctx.records, CPU))
+    assert batch_step(ctx.space, ctx.records, CPU) == ON_A_CPU
     over = context(tmp_path / "over", io.StringIO())
     with_start(over, start_peak=8.5, twin_peak=9.0)  # both over the cap: neither ranks
     assert "neither the informed start nor its twin ranks" in str(batch_step(over.space, over.records, GPU))
@@ -155,3 +137,14 @@ def test_waits_for_the_twin_and_is_off_with_the_informed_start(tmp_path: Path) -
     none.study.set_user_attr(schema.STUDY_ATTR_INFORMED, {"none": "the default configuration already"})
     BatchStep(none, None, "worker", lambda default: GPU, on=True).queue()
     assert schema.STUDY_ATTR_BATCH_STEP not in none.study.user_attrs
+
+
+def test_a_cpu_sweep_decides_without_asking_the_device(tmp_path: Path) -> None:
+    ctx = sweep_context(tmp_path, SPACE.replace("device: cuda", "device: cpu"), io.StringIO(), "cpu")
+    with_start(ctx)
+
+    def device(default: TrialRecord) -> DeviceFacts:
+        raise AssertionError("a CPU sweep's batch step asks no trial process")
+
+    BatchStep(ctx, None, "worker", device, on=True).queue()
+    assert ctx.study.user_attrs[schema.STUDY_ATTR_BATCH_STEP] == {"none": ON_A_CPU}

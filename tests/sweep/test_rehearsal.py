@@ -13,15 +13,13 @@ import optuna
 import pytest
 import yaml
 from recorded_studies import add_trial
+from sweep_contexts import sweep_context
 
 from autotune.measurement import Status, TrialResult
-from autotune.records import StudyRecords, schema
+from autotune.records import StudyRecords
 from autotune.space import load_space
 from autotune.sweep import Sweep, SweepOptions
 from autotune.sweep.context import SweepContext
-from autotune.sweep.measurers import TrialExecutor
-from autotune.sweep.options import study_name
-from autotune.sweep.setup import study_info
 from autotune.sweep.stages.rehearsal import Rehearse, rehearse
 from autotune.trial.compilecache import study_cache_dir
 from autotune.trial.pruning import Pruning
@@ -41,17 +39,7 @@ params:
 
 def context(tmp_path: Path, said: io.StringIO) -> SweepContext:
     """A sweep's context over a new SQLite study of SPACE, its trials run in real processes."""
-    space_file = tmp_path / "rehearse.yaml"
-    space_file.write_text(SPACE)
-    space = load_space(space_file)
-    options = SweepOptions(storage=f"sqlite:///{tmp_path}/rehearse.db", tracking=False)
-    info = study_info(space, options)
-    study = optuna.create_study(storage=options.storage, study_name=study_name(space, options), direction="maximize")
-    study.set_user_attr(schema.STUDY_ATTR_INFO, info.to_dict())
-    records = StudyRecords.read(study, info)
-    executor = TrialExecutor(space, options)
-    progress = Progress(None, None, said)
-    return SweepContext(space, options, study, study._storage, info, records, executor, progress, None)
+    return sweep_context(tmp_path, SPACE, said, "rehearse")
 
 
 def with_compiled_winner(ctx: SweepContext) -> int:

@@ -31,9 +31,10 @@ from autotune.sweep.proposals.expert_choice import DeviceFacts, largest_batch
 from autotune.sweep.proposals.informed_start import ProbeFailed
 from autotune.sweep.workers.leases import LeaseTable, decide_once
 
-__all__ = ["BatchStep", "Step", "batch_step"]
+__all__ = ["ON_A_CPU", "BatchStep", "Step", "batch_step"]
 
 LEASE = "batch step"  # the study's lease held by the worker that decides it
+ON_A_CPU = "on a CPU the batch stays: a CPU process's peak is the whole process's, not the batch's"
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def batch_step(
     if spec is None or spec.kind == "fixed":
         return "the space does not search batch_size"
     if not facts.gpu:
-        return "on a CPU the batch stays: a CPU process's peak is the whole process's, not the batch's"
+        return ON_A_CPU
     ranked = [record for record in records.ranked if record.informed or record.twin]  # the record model's order
     if not ranked:
         return "neither the informed start nor its twin ranks (failed, or over a constraint)"
@@ -110,6 +111,9 @@ class BatchStep:
         ctx = self.ctx
         default = ctx.records.default
         if default is None:
+            return
+        if (ctx.options.device or ctx.space.device) == "cpu":
+            self._record({"none": ON_A_CPU})  # known without asking the device (a trial process)
             return
         try:
             facts = self.device(default)
