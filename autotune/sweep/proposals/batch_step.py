@@ -22,13 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from optuna.trial import TrialState
-
 from autotune.records import StudyRecords, TrialRecord, schema
 from autotune.space import Space
 from autotune.sweep.context import SweepContext
 from autotune.sweep.proposals.expert_choice import DeviceFacts, largest_batch
-from autotune.sweep.proposals.informed_start import ProbeFailed
+from autotune.sweep.proposals.informed_start import ProbeFailed, last_queued
 from autotune.sweep.workers.leases import LeaseTable, decide_once
 
 __all__ = ["ON_A_CPU", "BatchStep", "Step", "batch_step"]
@@ -125,7 +123,7 @@ class BatchStep:
             self._record({"none": step})
             return
         ctx.study.enqueue_trial(ctx.space.optuna_params(step.params))
-        number = max(t.number for t in ctx.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+        number = last_queued(ctx.study)
         self._record({"trial": number, "source": step.source, "params": step.params, "why": step.why})
         batch = step.params.get("batch_size")
         ctx.progress.message(f"batch step: trial {number} measures trial {step.source} at batch {batch} ({step.why})")

@@ -45,7 +45,7 @@ from autotune.trial.compilecache import study_cache_dir
 from autotune.trial.probe import device_facts
 from autotune.trial_process import TrialRunner
 
-__all__ = ["InformedStart", "ProbeFailed", "probe_device", "queue_twin"]
+__all__ = ["InformedStart", "ProbeFailed", "last_queued", "probe_device", "queue_twin"]
 
 LEASE = "informed start"  # the study's lease held by the worker that decides it
 PROBE_TIMEOUT_S = 120.0
@@ -61,7 +61,12 @@ def queue_twin(
     if twin is None or records.measured_with(twin) is not None:
         return None
     study.enqueue_trial(space.optuna_params(twin), user_attrs={schema.ATTR_TWIN: True})
-    return max(t.number for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))), twin
+    return last_queued(study), twin
+
+
+def last_queued(study: optuna.Study) -> int:
+    """The number of the trial ``study.enqueue_trial`` queued last (Optuna's call returns none): the highest waiting."""
+    return max(t.number for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
 class ProbeFailed(Exception):
