@@ -18,6 +18,12 @@ WAITING and sets it RUNNING, row-locked with ``SELECT ... FOR UPDATE`` on a serv
 locks, so two workers asking at once both took it (four processes on a 40-trial queue: 5 to 9 trials
 asked twice; a ``--gpus`` sweep then died recording the default a second time). On SQLite that step
 holds the database file's lock (:func:`~autotune.storage.sqlitelock.database_lock`).
+
+The first open of a new database creates Optuna's tables. On a server, workers of several hosts started together
+race to create them: PostgreSQL refuses all but one (``duplicate key value violates unique constraint
+"pg_type_typname_nsp_index"``; six processes on a fresh database here: two to five of them failed). Its DDL is
+transactional, so a loser left nothing behind, and opening again finds the winner's tables:
+:func:`open_storage` does that, a few times, before it gives up.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import random
 import socket
+import time
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -36,6 +44,7 @@ import optuna
 import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from autotune.records import schema
 from autotune.storage import studies as studyio
@@ -61,6 +70,7 @@ HEARTBEAT_S = 10  # a worker's running trial reports in this often ...
 GRACE_S = 60  # ... and is presumed dead (its config retried) after this long without a beat
 MAX_RETRIES = 3  # a configuration whose worker died this many times in a row is not queued again
 _SQLITE_PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
+CREATE_RACE_TRIES = 5  # opens of a server database whose tables another worker is creating at the same moment
 
 
 @contextmanager
@@ -84,18 +94,25 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         engine = {"connect_args": {"timeout": 60}}  # several local workers queue on the file lock
     storage_type = _SQLiteStorage if sqlite_path(url) is not None else RDBStorage
     with quiet_optuna(), database_lock(url):  # the first open makes (or migrates) a SQLite database
-        try:
-            storage = storage_type(
-                url,
-                engine_kwargs=engine,
-                heartbeat_interval=HEARTBEAT_S,
-                grace_period=GRACE_S,
-                heartbeat_stale_trial_callback=RetryStaleTrial(max_retry=MAX_RETRIES),
-            )
-            if sqlite_path(url) is not None:
-                _use_write_ahead_log(storage.engine)
-        except Exception as exc:  # bad URL, missing driver, unreachable server
-            raise studyio.storage_error(url, exc) from exc
+        for attempt in range(1, CREATE_RACE_TRIES + 1):
+            try:
+                storage = storage_type(
+                    url,
+                    engine_kwargs=engine,
+                    heartbeat_interval=HEARTBEAT_S,
+                    grace_period=GRACE_S,
+                    heartbeat_stale_trial_callback=RetryStaleTrial(max_retry=MAX_RETRIES),
+                )
+                break
+            except (IntegrityError, ProgrammingError) as exc:  # another worker is creating the tables (see above)
+                if attempt == CREATE_RACE_TRIES or sqlite_path(url) is not None:
+                    raise studyio.storage_error(url, exc) from exc
+                log.debug("opening %s raced another worker's table creation: %s", url, exc)
+                time.sleep(random.uniform(0.1, 0.5) * attempt)  # apart, so the retries do not race each other again
+            except Exception as exc:  # bad URL, missing driver, unreachable server
+                raise studyio.storage_error(url, exc) from exc
+        if sqlite_path(url) is not None:
+            _use_write_ahead_log(storage.engine)
     return storage
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import optuna
 import pytest
+from postgres import POSTGRES, require_server
 from pythonpath import child_env
 
 from autotune.storage.rdb import close_storage, open_storage
 from autotune.sweep.workers.leases import FINISH, LeaseTable, held, open_leases, searching
 
 HERE = Path(__file__).resolve().parent
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -27,10 +27,9 @@ def study(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str,
     """(storage URL, study name): a new study on SQLite, or in PostgreSQL's ``test`` database (deleted after)."""
     name = f"lease-{uuid.uuid4().hex[:8]}"
     url = f"sqlite:///{tmp_path}/leases.db" if request.param == "sqlite" else POSTGRES
-    try:
-        storage = open_storage(url)
-    except Exception as exc:  # no PostgreSQL server here
-        pytest.skip(f"{url} is not reachable: {exc}")
+    if request.param == "postgresql":
+        require_server()
+    storage = open_storage(url)
     optuna.create_study(storage=storage, study_name=name)
     close_storage(storage)
     yield url, name

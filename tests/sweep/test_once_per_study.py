@@ -20,6 +20,7 @@ from pathlib import Path
 import optuna
 import pytest
 from optuna.trial import TrialState
+from postgres import POSTGRES, require_server
 from study_records import measured_records
 from sweep_processes import is_gone, load_study, start, wait_for_files, write_space
 
@@ -28,7 +29,6 @@ from autotune.storage.rdb import GRACE_S
 
 BUDGET = 6
 TOP = 3
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def sweep_args(space: Path, *extra: str) -> list[str]:
@@ -79,10 +79,7 @@ def test_two_sweeps_on_one_sqlite_study_finish_it_once(tmp_path: Path) -> None:
 def postgres_study() -> Iterator[str]:
     """A study name of its own in PostgreSQL's ``test`` database, deleted afterwards."""
     name = f"finishing-{uuid.uuid4().hex[:8]}"
-    try:
-        optuna.get_all_study_summaries(POSTGRES)
-    except Exception as exc:  # no server here
-        pytest.skip(f"PostgreSQL at {POSTGRES} is not reachable: {exc}")
+    require_server()
     yield name
     optuna.delete_study(study_name=name, storage=POSTGRES)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
+from postgres import POSTGRES, require_server
 from study_records import measured_records
 from trial_workloads import LOCKSTEP_SPACE, lockstep_records
 
@@ -30,7 +31,6 @@ from autotune.sweep.measurers import replay_executor
 from autotune.views.progress import Progress
 
 REPO = Path(__file__).resolve().parents[2]
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 WORKERS = 2
 BUDGET = 4  # shared: started together, the workers began their first trials 0.2 s apart here; a trial takes seconds
 
@@ -94,10 +94,7 @@ def test_workers_started_together_share_the_default_sqlite_study(
 def postgres_study() -> Iterator[tuple[str, str]]:
     """A study name of its own in the ``test`` database, deleted afterwards."""
     name = f"workers-{uuid.uuid4().hex[:8]}"
-    try:
-        optuna.get_all_study_summaries(POSTGRES)
-    except Exception as exc:  # no server here: CI and the dev machine have one on 127.0.0.1
-        pytest.skip(f"PostgreSQL at {POSTGRES} is not reachable: {exc}")
+    require_server()
     yield POSTGRES, name
     optuna.delete_study(study_name=name, storage=POSTGRES)
 
