@@ -1,6 +1,7 @@
 """The compile ahead's slots (autotune.sweep.proposals.compile_ahead.CompileAhead), with real processes standing in for
 the compiles: a claim starts one where a slot is free of a trial's compile, and a dropped claim's process is stopped;
-fewer slots where a compile ahead held much of the GPU; the way made for a trial measured again alone."""
+fewer slots where a compile ahead held much of the GPU; the way made for a trial measured again alone; no compile of a
+graph the proposer would not run."""
 
 from __future__ import annotations
 
@@ -132,5 +133,25 @@ def test_making_way_stops_the_guesses_and_lets_a_parked_trials_compile_end() -> 
         assert guess.outcome is not None and guess.outcome.failure == "killed"
         assert claimed.outcome is not None and claimed.outcome.failure is None  # ended, not stopped
         assert graph_key(GRAPHS[0]) in ahead.done and graph_key(GRAPHS[1]) not in ahead.done
+    finally:
+        ahead.stop()
+
+
+def test_a_graph_the_proposer_would_answer_without_a_run_is_not_compiled_ahead() -> None:
+    flash = {"precision": "fp32", "compile_mode": "default", "attention_backend": "flash", "batch_size": 16}
+    configurations = [flash, {**flash, "precision": "bf16"}, {**flash, "attention_backend": "auto"}]
+    executor = Executor()
+    ahead = CompileAhead(
+        executor,  # type: ignore[arg-type]
+        configurations,
+        lambda listed: [3.0 if c["precision"] == "fp32" else 1.0 for c in listed],  # the rejected one scores best
+        Progress(None, None, io.StringIO()),
+        timeout_s=60,
+        slots=1,
+        rejected=lambda params: params["attention_backend"] == "flash" and params["precision"] == "fp32",
+    )
+    try:
+        ahead.before(configurations[2], set())  # a trial is measured: the idle slot compiles the next best graph
+        assert [params for params, _ in ahead.compiling()] == [configurations[1]]
     finally:
         ahead.stop()

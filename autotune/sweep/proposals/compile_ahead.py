@@ -5,12 +5,14 @@ the trial time doing so, nearly all of it tracing and Inductor's code generation
 GPU sat idle and the host's other cores too. So while a trial runs, this worker keeps one compile going in the
 background (:mod:`autotune.trial.ahead`: the configuration's graphs compiled into the study's cache, not run):
 
-- which graph: among the space's configurations whose graph no trial has compiled and none is compiling, the one
-  the cost-aware sampler scores best (:meth:`~autotune.search.costaware.CostAwareSampler.score`: expected
-  improvement per predicted second), so the compile goes where the search is heading. Only a space that can be
-  listed and a sampler that scores configurations take part; otherwise nothing is compiled ahead. While the
-  default trial runs nothing is scored yet, and the next trial is the informed start: its likely graphs are
-  compiled then (:meth:`CompileAhead.speculate`, :func:`autotune.sweep.proposals.expert_choice.likely_starts`);
+- which graph: among the space's configurations whose graph no trial has compiled and none is compiling, and which
+  the proposer would run (not an attention kernel that a trial found cannot run this model in that precision:
+  :func:`~autotune.sweep.proposals.proposer.kernel_failed`), the one the cost-aware sampler scores best
+  (:meth:`~autotune.search.costaware.CostAwareSampler.score`: expected improvement per predicted second), so the
+  compile goes where the search is heading. Only a space that can be listed and a sampler that scores
+  configurations take part; otherwise nothing is compiled ahead. While the default trial runs nothing is scored
+  yet, and the next trial is the informed start: its likely graphs are compiled then
+  (:meth:`CompileAhead.speculate`, :func:`autotune.sweep.proposals.expert_choice.likely_starts`);
 - what the search then knows: the sampler prices those graphs as compiled (a trial of one costs a compile from
   the cache), as it prices the graphs trials compiled, and a graph still compiling at the rest of its compile
   (the predicted fresh compile less the seconds it has run) plus a repeat: that is what they cost now, so the
@@ -56,6 +58,7 @@ from autotune.space.configurations import list_configurations
 from autotune.sweep.context import SweepContext
 from autotune.sweep.measurers import TrialExecutor
 from autotune.sweep.options import Executor, Role
+from autotune.sweep.proposals.proposer import kernel_failed
 from autotune.trial_process import Running
 from autotune.views.progress import Progress
 
@@ -149,8 +152,10 @@ class CompileAhead:
         progress: Progress,
         timeout_s: float,
         slots: int = 1,
+        rejected: Callable[[Mapping[str, Any]], bool] = lambda params: False,
     ) -> None:
         self.executor = executor
+        self.rejected = rejected  # what the proposer answers without a run: its graph would compile for nothing
         # (graph key, configuration) of each compiled configuration: the keys are read at every trial
         self.configurations = [(key, c) for c in configurations if (key := graph_key(c)) is not None]
         self.score = score
@@ -297,7 +302,7 @@ class CompileAhead:
         if len(self._compiling) >= self.slots:
             return
         taken = skip | set(self.done) | set(self._compiling)
-        candidates = [(key, params) for key, params in self.configurations if key not in taken]
+        candidates = [(k, params) for k, params in self.configurations if k not in taken and not self.rejected(params)]
         if not candidates:
             return
         scores = self.score([params for _, params in candidates])
@@ -381,5 +386,6 @@ def compile_ahead_for(ctx: SweepContext, executor: Executor, role: Role) -> Comp
         ctx.progress,
         ctx.space.budget.trial_timeout_s,
         slots(),
+        lambda params: kernel_failed(ctx.records, params) is not None,
     )
     return ahead if sampler.set_compiled_ahead(ahead.compiled, ahead.compiling) else None

@@ -12,6 +12,7 @@ budget left covers them all, so that a budget larger than the space ends in few 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from autotune.space import Space
 from autotune.storage.rdb import quiet_optuna
 from autotune.sweep.proposals.coverage import Coverage
 
-__all__ = ["Proposal", "Proposer"]
+__all__ = ["Proposal", "Proposer", "kernel_failed"]
 
 
 @dataclass(frozen=True)
@@ -108,30 +109,12 @@ class Proposer:
         if not feasible:
             answer = TrialResult.failed(Status.INVALID, f"rejected by rule: {rule}", params)
             return Proposal(trial, params, TrialKind.REJECTED, answer)
-        if (failed := self._kernel_failed(params)) is not None:
+        if (failed := kernel_failed(self.records, params)) is not None:
             backend, precision = kernel_setting(failed.params) or ("", "")
             said = f"attention_backend={backend} cannot run this model's attention in {precision}"
             reason = f"{said} (trial {failed.number})"
             return Proposal(trial, params, TrialKind.REJECTED, TrialResult.failed(Status.INVALID, reason, params))
         return Proposal(trial, params, TrialKind.MEASURED)
-
-    def _kernel_failed(self, params: dict[str, Any]) -> TrialRecord | None:
-        """The measured trial whose pinned attention kernel could not run this model in the precision ``params`` ask
-        for: the same setting fails again, so it is answered without a run (free, like a rule's rejection)."""
-        setting = kernel_setting(params)
-        if setting is None:
-            return None
-        return next(
-            (
-                record
-                for record in self.records.measured
-                if record.result is not None
-                and record.result.status is Status.INVALID
-                and cannot_run(record.result.reason)
-                and kernel_setting(record.params) == setting
-            ),
-            None,
-        )
 
     def _queue_untried(self, proposal: Proposal) -> None:
         """Queue the untried configuration nearest to ``proposal``'s, so the next ask measures it.
@@ -193,3 +176,23 @@ class Proposer:
             # this worker's own: a trial it parked (autotune.sweep.proposals.parked_trials)
             return trial.worker != self.worker
         return trial.number >= self.first_new_trial and trial.worker != self.worker
+
+
+def kernel_failed(records: StudyRecords, params: Mapping[str, Any]) -> TrialRecord | None:
+    """The measured trial whose pinned attention kernel could not run this model in the precision ``params`` ask for:
+    the same setting fails again, so the proposer answers it without a run (free, like a rule's rejection) and the
+    compile ahead leaves its graph alone."""
+    setting = kernel_setting(params)
+    if setting is None:
+        return None
+    return next(
+        (
+            record
+            for record in records.measured
+            if record.result is not None
+            and record.result.status is Status.INVALID
+            and cannot_run(record.result.reason)
+            and kernel_setting(record.params) == setting
+        ),
+        None,
+    )
