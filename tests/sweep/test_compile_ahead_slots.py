@@ -148,7 +148,7 @@ def test_a_graph_the_proposer_would_answer_without_a_run_is_not_compiled_ahead()
         Progress(None, None, io.StringIO()),
         timeout_s=60,
         slots=1,
-        rejected=lambda params: params["attention_backend"] == "flash" and params["precision"] == "fp32",
+        rejecting=lambda: lambda params: params["attention_backend"] == "flash" and params["precision"] == "fp32",
     )
     try:
         ahead.before(configurations[2], set())  # a trial is measured: the idle slot compiles the next best graph

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import optuna
 import pytest
-from study_records import measured_records
+from study_records import measured_records, records_of
 from sweep_processes import load_study, run, sweep_args
 
 from autotune.measurement import Status
 from autotune.records import StudyRecords, TrialKind
 from autotune.space import load_space
 from autotune.storage.rdb import open_storage
-from autotune.sweep.proposals.proposer import Proposer
+from autotune.sweep.proposals.proposer import Proposer, would_reject
 
 SPACE = """\
 workload: {name: triton_matmul, preset: full}
@@ -76,3 +76,7 @@ def test_an_attention_kernel_that_cannot_run_is_measured_once(tmp_path: Path) ->
     assert efficient[0].result.status is Status.INVALID
     assert len(measured) == 4
     assert "attention_backend=efficient cannot run this model's attention in fp32 (trial" in done.stderr
+    rejected = would_reject(records_of(load_study(tmp_path, "kernels")))  # what the compile ahead leaves alone
+    assert rejected({"batch_size": 12, "attention_backend": "efficient"})
+    assert not rejected({"batch_size": 12, "attention_backend": "efficient", "precision": "bf16"})  # not tried
+    assert not rejected({"batch_size": 12, "attention_backend": "math"})

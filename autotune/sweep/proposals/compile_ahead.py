@@ -7,7 +7,7 @@ background (:mod:`autotune.trial.ahead`: the configuration's graphs compiled int
 
 - which graph: among the space's configurations whose graph no trial has compiled and none is compiling, and which
   the proposer would run (not an attention kernel that a trial found cannot run this model in that precision:
-  :func:`~autotune.sweep.proposals.proposer.kernel_failed`), the one the cost-aware sampler scores best
+  :func:`~autotune.sweep.proposals.proposer.would_reject`), the one the cost-aware sampler scores best
   (:meth:`~autotune.search.costaware.CostAwareSampler.score`: expected improvement per predicted second), so the
   compile goes where the search is heading. Only a space that can be listed and a sampler that scores
   configurations take part; otherwise nothing is compiled ahead. While the default trial runs nothing is scored
@@ -58,7 +58,7 @@ from autotune.space.configurations import list_configurations
 from autotune.sweep.context import SweepContext
 from autotune.sweep.measurers import TrialExecutor
 from autotune.sweep.options import Executor, Role
-from autotune.sweep.proposals.proposer import kernel_failed
+from autotune.sweep.proposals.proposer import would_reject
 from autotune.trial_process import Running
 from autotune.views.progress import Progress
 
@@ -152,10 +152,11 @@ class CompileAhead:
         progress: Progress,
         timeout_s: float,
         slots: int = 1,
-        rejected: Callable[[Mapping[str, Any]], bool] = lambda params: False,
+        rejecting: Callable[[], Callable[[Mapping[str, Any]], bool]] | None = None,
     ) -> None:
         self.executor = executor
-        self.rejected = rejected  # what the proposer answers without a run: its graph would compile for nothing
+        # which configurations the proposer answers without a run, as the study stands: their graphs compile for nothing
+        self.rejecting = rejecting
         # (graph key, configuration) of each compiled configuration: the keys are read at every trial
         self.configurations = [(key, c) for c in configurations if (key := graph_key(c)) is not None]
         self.score = score
@@ -302,7 +303,8 @@ class CompileAhead:
         if len(self._compiling) >= self.slots:
             return
         taken = skip | set(self.done) | set(self._compiling)
-        candidates = [(k, params) for k, params in self.configurations if k not in taken and not self.rejected(params)]
+        rejected = self.rejecting() if self.rejecting is not None else (lambda params: False)
+        candidates = [(k, params) for k, params in self.configurations if k not in taken and not rejected(params)]
         if not candidates:
             return
         scores = self.score([params for _, params in candidates])
@@ -386,6 +388,6 @@ def compile_ahead_for(ctx: SweepContext, executor: Executor, role: Role) -> Comp
         ctx.progress,
         ctx.space.budget.trial_timeout_s,
         slots(),
-        lambda params: kernel_failed(ctx.records, params) is not None,
+        lambda: would_reject(ctx.records),
     )
     return ahead if sampler.set_compiled_ahead(ahead.compiled, ahead.compiling) else None

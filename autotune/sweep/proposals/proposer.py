@@ -12,7 +12,7 @@ budget left covers them all, so that a budget larger than the space ends in few 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from autotune.space import Space
 from autotune.storage.rdb import quiet_optuna
 from autotune.sweep.proposals.coverage import Coverage
 
-__all__ = ["Proposal", "Proposer", "kernel_failed"]
+__all__ = ["Proposal", "Proposer", "failed_kernels", "kernel_failed", "would_reject"]
 
 
 @dataclass(frozen=True)
@@ -178,21 +178,27 @@ class Proposer:
         return trial.number >= self.first_new_trial and trial.worker != self.worker
 
 
+def failed_kernels(records: StudyRecords) -> dict[tuple[str, str], TrialRecord]:
+    """Each pinned attention kernel and precision (:func:`~autotune.knobs.attention.kernel_setting`) that a measured
+    trial found cannot run this model, with the first such trial: the same setting fails again."""
+    failed: dict[tuple[str, str], TrialRecord] = {}
+    for record in records.measured:
+        if record.result is None or record.result.status is not Status.INVALID or not cannot_run(record.result.reason):
+            continue
+        if (setting := kernel_setting(record.params)) is not None:
+            failed.setdefault(setting, record)
+    return failed
+
+
 def kernel_failed(records: StudyRecords, params: Mapping[str, Any]) -> TrialRecord | None:
     """The measured trial whose pinned attention kernel could not run this model in the precision ``params`` ask for:
-    the same setting fails again, so the proposer answers it without a run (free, like a rule's rejection) and the
-    compile ahead leaves its graph alone."""
+    the proposer answers ``params`` without a run (free, like a rule's rejection)."""
     setting = kernel_setting(params)
-    if setting is None:
-        return None
-    return next(
-        (
-            record
-            for record in records.measured
-            if record.result is not None
-            and record.result.status is Status.INVALID
-            and cannot_run(record.result.reason)
-            and kernel_setting(record.params) == setting
-        ),
-        None,
-    )
+    return None if setting is None else failed_kernels(records).get(setting)
+
+
+def would_reject(records: StudyRecords) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether the proposer would answer a configuration without a run for its failed kernel, as ``records`` stand
+    now: the compile ahead leaves such a graph alone. The failed settings are read once, for many configurations."""
+    failed = failed_kernels(records)
+    return lambda params: kernel_setting(params) in failed
