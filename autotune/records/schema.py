@@ -67,8 +67,8 @@ ATTR_DEFAULT = "autotune.default"  # the PyTorch-default configuration, enqueued
 # The informed start (autotune.sweep.proposals.informed_start): what an expert would try first on this device, queued
 # once the default is measured.
 ATTR_INFORMED = "autotune.informed"
-# Its twin (autotune.sweep.proposals.expert_choice.informed_twin: without float8 or the checkpointing it turned on, or
-# in the other half precision), queued right after it.
+# Its twin (autotune.sweep.proposals.expert_choice.informed_twin: without float8, with checkpointing switched the other
+# way under a peak-memory constraint, or in the other half precision), queued right after it.
 ATTR_TWIN = "autotune.informed_twin"
 # Seconds of device time spent preparing a trial before it started (the informed start's run of the listed kernels'
 # own autotuners, autotune.sweep.proposals.kernel_start): counted in the trial's duration, so GPU-time figures
@@ -96,8 +96,9 @@ STUDY_ATTR_WARM_START = "autotune.warm_start"
 # {"none": reason} when nothing was (the default's configuration already, measured already, ...).
 STUDY_ATTR_INFORMED = "autotune.informed_start"
 # The batch step's decision, taken once per study after the informed start and its twin are measured
-# (autotune.sweep.proposals.batch_step): {"trial": n, "source": m, "params": {...}, "why": "..."} when trial m's
-# configuration was queued again at a larger batch as trial n, {"none": reason} when nothing was.
+# (autotune.sweep.proposals.batch_step): {"steps": [{"trial": n, "source": m, "params": {...}, "why": "..."}, ...]}
+# when trial m's configuration was queued again at a larger batch as trial n (one or two steps), {"none": reason}
+# when nothing was.
 STUDY_ATTR_BATCH_STEP = "autotune.batch_step"
 # {"default": n, "winner": m}: the trials the last finished profile compared.
 STUDY_ATTR_PROFILED = "autotune.profiled"

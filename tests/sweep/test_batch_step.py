@@ -1,9 +1,9 @@
-"""The batch step: the informed start (or its twin) again at the larger batch its own measured peak says fits, decided
-from a real study's records and queued once on it.
+"""The batch step: the informed start (or its twin, or each where they differ in checkpointing) again at the larger
+batch its own measured peak says fits, decided from a real study's records and queued once on it.
 
 The figures are those of GPT-2 under an 8 GiB cap on an H100 (BENCHMARKS.md): the default 8.9 GiB at batch 8, the
 informed start (full checkpointing) 2.8 GiB at 8, its twin without checkpointing 5.2 GiB at 8, 1.9 GiB of each
-weights, gradients and AdamW state.
+weights, gradients and AdamW state; under 7 GiB the start keeps batch 4 without checkpointing (3.6 GiB).
 """
 
 from __future__ import annotations
@@ -71,7 +71,14 @@ def test_the_twin_without_the_checkpointing_the_expert_turned_on(tmp_path: Path)
     start = expert_params(ctx.space, default, GPU).params
     assert start == START
     assert informed_twin(ctx.space, start, GPU) == TWIN
-    assert informed_twin(ctx.space, TWIN, GPU) is None  # nothing turned on: no twin of that kind
+    assert informed_twin(ctx.space, TWIN, GPU) == START  # left off under the cap: the twin checkpoints
+    largest = {**TWIN, "batch_size": 64}
+    assert informed_twin(ctx.space, largest, GPU) is None  # the cap held no batch back: nothing to settle
+    uncapped = sweep_context(
+        tmp_path / "uncapped", SPACE.replace("constraints: [peak_mem_gib <= 8]\n", ""), io.StringIO()
+    )
+    assert informed_twin(uncapped.space, TWIN, GPU) is None
+    assert informed_twin(ctx.space, TWIN, CPU) is None  # no batch step follows on a CPU
 
 
 def test_the_better_of_the_pair_that_leaves_room_is_stepped(tmp_path: Path) -> None:
@@ -80,9 +87,30 @@ def test_the_better_of_the_pair_that_leaves_room_is_stepped(tmp_path: Path) -> N
     step = batch_step(ctx.space, ctx.records, GPU)
     # the twin ranks first, but 5.2 GiB at 8 leaves no room (16: 8.5 GiB); the start's 2.8 GiB at 8 is 0.1125 GiB a
     # sample: 32 fit (5.5 GiB, within 90% of the cap), 64 would not (9.1 GiB)
-    assert step == Step({**START, "batch_size": 32}, start, step.why if isinstance(step, Step) else "")
-    assert isinstance(step, Step) and f"trial {start}'s peak 2.8 GiB at batch 8" in step.why
-    assert "about 5.5 GiB at 32" in step.why and "peak_mem_gib <= 8" in step.why
+    assert isinstance(step, list) and step == [Step({**START, "batch_size": 32}, start, step[0].why)]
+    assert f"trial {start}'s peak 2.8 GiB at batch 8" in step[0].why
+    assert "about 5.5 GiB at 32" in step[0].why and "peak_mem_gib <= 8" in step[0].why
+
+
+def test_under_a_tighter_cap_the_twin_checkpoints_and_each_of_the_pair_is_stepped(tmp_path: Path) -> None:
+    ctx = sweep_context(tmp_path, SPACE.replace("<= 8", "<= 7"), io.StringIO(), "tight")
+    measure(ctx, ctx.space.default_params(), 257_918, 8.9, default=True)
+    default = ctx.records.default
+    assert default is not None
+    # 0.875 GiB a sample past the state: batch 8 would hold 8.9 GiB, and 6.8 with full's cautious 0.7: neither fits
+    start = expert_params(ctx.space, default, GPU).params
+    assert start == {**TWIN, "batch_size": 4}
+    twin = informed_twin(ctx.space, start, GPU)
+    assert twin == {**START, "batch_size": 4}  # the peak it cannot reckon, measured at the start's own batch
+    first = measure(ctx, start, 195_655, 3.6, informed=True)
+    second = measure(ctx, twin, 150_000, 2.3, twin=True)
+    steps = batch_step(ctx.space, ctx.records, GPU)
+    # without the recompute 0.425 GiB a sample: 8 fits (5.3 GiB), 16 would not; with it 0.1: 32 fits (5.1 GiB)
+    assert isinstance(steps, list)
+    assert [(step.source, step.params) for step in steps] == [
+        (first, {**start, "batch_size": 8}),
+        (second, {**twin, "batch_size": 32}),
+    ]
 
 
 def test_no_step_where_nothing_larger_fits_or_on_a_cpu(tmp_path: Path) -> None:
@@ -109,7 +137,7 @@ def test_queued_once_after_the_pair_is_measured(tmp_path: Path) -> None:
     assert schema.STUDY_ATTR_BATCH_STEP not in ctx.study.user_attrs  # the informed start is not decided yet
     start, _ = with_start(ctx)
     step.queue()
-    decision = ctx.study.user_attrs[schema.STUDY_ATTR_BATCH_STEP]
+    [decision] = ctx.study.user_attrs[schema.STUDY_ATTR_BATCH_STEP]["steps"]
     waiting = ctx.study.get_trials(states=(TrialState.WAITING,))
     assert [t.number for t in waiting] == [decision["trial"]] and decision["source"] == start
     assert waiting[0].system_attrs["fixed_params"] == ctx.space.optuna_params({**START, "batch_size": 32})

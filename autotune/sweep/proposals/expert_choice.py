@@ -15,8 +15,8 @@ what their own autotuners choose in a short eager run of this configuration,
   build function's ``informed_start`` mapping: gpt2's fused LM head); and the largest batch whose
   memory the default's measured peak says will fit (:func:`largest_batch`), with activation checkpointing where a
   constraint on peak memory holds that batch back and checkpointing lets a larger one fit; then its twin
-  (:func:`informed_twin`): the same without float8 where it trains in float8, else without the checkpointing it
-  turned on, else in the other half precision;
+  (:func:`informed_twin`): the same without float8 where it trains in float8, else under a peak-memory constraint
+  with checkpointing switched the other way, else in the other half precision;
 - on a CPU: ``torch.compile`` default and the fused optimizer; channels_last for 4-D weights; bf16
   only where the CPU has AMX tiles (``amx_bf16``: elsewhere autocast to bf16 converts more than it
   saves, and fp16 autocast on a CPU is slower still); the default's batch (a CPU process's peak is
@@ -359,28 +359,44 @@ def expert_params(
 
 def informed_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> dict[str, Any] | None:
     """The configuration measured right after the informed start ``start``, to settle the one choice in it that
-    the expert could not reckon: without float8 where ``start`` trains in float8 (:func:`float8_twin`), else without
-    the activation checkpointing it turned on (:func:`checkpointing_twin`), else in the other half precision
-    (:func:`precision_twin`); None where there is none."""
-    return float8_twin(space, start) or checkpointing_twin(space, start) or precision_twin(space, start, facts)
+    the expert could not reckon: without float8 where ``start`` trains in float8 (:func:`float8_twin`), else under a
+    peak-memory constraint with activation checkpointing switched the other way (:func:`checkpointing_twin`), else in
+    the other half precision (:func:`precision_twin`); None where there is none."""
+    return float8_twin(space, start) or checkpointing_twin(space, start, facts) or precision_twin(space, start, facts)
 
 
-def checkpointing_twin(space: Space, start: dict[str, Any]) -> dict[str, Any] | None:
-    """The informed start's params ``start`` without activation checkpointing, where the expert turned it on (the
-    space's default is ``none``, ``start``'s is not); None elsewhere, or where that breaks a rule.
+def checkpointing_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) -> dict[str, Any] | None:
+    """Under a ``peak_mem_gib`` constraint, the informed start's params ``start`` with activation checkpointing
+    switched the other way, at the same batch (see below); None elsewhere (switched on: only on a GPU, where the batch
+    step follows), or where that breaks a rule.
 
-    The expert turns checkpointing on where the default trial's peak says the batch would not fit without it, but
-    that peak is the default's: it knows nothing of what the expert's other choices save. On an H100 GPT-2's default
-    held 8.9 GiB at batch 8 (torch's head, eager), so under an 8 GiB cap the informed start took full checkpointing
-    at 8 (279,258 tokens/s, 2.8 GiB); without it, the fused head and the compiler ran batch 8 at 5.2 GiB and 313,180
-    tokens/s (BENCHMARKS.md). Measured beside it, the twin's own peak says whether the recompute was needed: over the
-    cap it is infeasible and never ranks."""
-    spec = space.params.get("activation_checkpointing")
-    if spec is None or not spec.contains("none") or start.get("activation_checkpointing", "none") == "none":
+    The expert reckons from the default trial's peak, which knows nothing of what the expert's other choices save
+    (a fused head that never holds the logits, the compiler's fusions), nor how much of it checkpointing would keep.
+    So the one choice it cannot reckon is measured beside it: where the expert turned checkpointing on (the space's
+    default is ``none``), the twin is the same without it; on an H100 GPT-2's default held 8.9 GiB at batch 8
+    (torch's head, eager), so under an 8 GiB cap the informed start took full checkpointing at 8 (217,957 tokens/s,
+    2.8 GiB), and without it the fused head and the compiler ran batch 8 at 5.2 GiB and 360,728 tokens/s
+    (BENCHMARKS.md). Where the expert left it off and the constraint held the batch below the space's largest, the
+    twin is the same with ``full`` checkpointing (``selective`` where the space offers no ``full``): under 7 GiB,
+    GPT-2's start keeps batch 4 without it, and full checkpointing let batch 32 fit in 4.0 GiB at 417,261 tokens/s.
+    Either way the two peaks at one batch say what checkpointing saves, and the batch step
+    (:mod:`autotune.sweep.proposals.batch_step`) takes each as far as its own peak allows."""
+    spec, batch = space.params.get("activation_checkpointing"), space.params.get("batch_size")
+    capped = any(constraint.names == {"peak_mem_gib"} for constraint in space.constraints)
+    if (
+        spec is None
+        or not spec.contains("none")
+        or (spec.default if spec.default is not None else spec.first()) != "none"
+    ):
+        return None  # not searched, or the space's own default checkpoints: the expert only kept it
+    if start.get("activation_checkpointing", "none") != "none":
+        return _active_only(space, start, {**start, "activation_checkpointing": "none"})
+    mode = next((mode for mode in ("full", "selective") if spec.contains(mode)), None)
+    larger = [v for v in (batch.values() if batch is not None else ()) if isinstance(v, int)]
+    size = start.get("batch_size")
+    if mode is None or not (capped and facts.gpu) or not isinstance(size, int) or not larger or size >= max(larger):
         return None
-    if (spec.default if spec.default is not None else spec.first()) != "none":
-        return None  # the space's own default checkpoints: the expert kept it, it did not turn it on
-    return _active_only(space, start, {**start, "activation_checkpointing": "none"})
+    return _active_only(space, start, {**start, "activation_checkpointing": mode})
 
 
 def float8_twin(space: Space, start: dict[str, Any]) -> dict[str, Any] | None:

@@ -207,6 +207,12 @@ def _twin_text(start: dict[str, Any], twin: dict[str, Any]) -> str:
     """What the twin changes, for its progress line."""
     if twin.get("precision") != start.get("precision"):
         return f"the same in {twin['precision']} (which half precision wins is the model's to say)"
-    if twin.get("activation_checkpointing") != start.get("activation_checkpointing"):
-        return "the same without activation checkpointing (whether it needs the recompute is its peak's to say)"
+    mode = twin.get("activation_checkpointing", "none")
+    if mode != start.get("activation_checkpointing", "none"):
+        if mode == "none":
+            return "the same without activation checkpointing (whether it needs the recompute is its peak's to say)"
+        return (
+            f"the same with activation_checkpointing={mode} (the two peaks say what it saves; the batch step takes "
+            "each as far as its own allows)"
+        )
     return "the same without float8 (whether FP8 pays is the model's layer shapes to say)"
