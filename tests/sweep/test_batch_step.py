@@ -176,3 +176,25 @@ def test_a_cpu_sweep_decides_without_asking_the_device(tmp_path: Path) -> None:
 
     BatchStep(ctx, None, "worker", device, on=True).queue()
     assert ctx.study.user_attrs[schema.STUDY_ATTR_BATCH_STEP] == {"none": ON_A_CPU}
+
+
+def test_each_step_of_a_pair_that_differs_in_checkpointing_is_queued_and_recorded(tmp_path: Path) -> None:
+    said = io.StringIO()
+    ctx = sweep_context(tmp_path, SPACE.replace("<= 8", "<= 7"), said, "pair")
+    measure(ctx, ctx.space.default_params(), 257_918, 8.9, default=True)
+    start, twin = {**TWIN, "batch_size": 4}, {**START, "batch_size": 4}
+    first = measure(ctx, start, 195_655, 3.6, informed=True)
+    second = measure(ctx, twin, 150_000, 2.3, twin=True)
+    ctx.study.set_user_attr(schema.STUDY_ATTR_INFORMED, {"trial": first, "params": start, "why": "", "twin": second})
+    ctx.records.refresh()
+    BatchStep(ctx, None, "worker", lambda default: GPU, on=True).queue()
+    steps = ctx.study.user_attrs[schema.STUDY_ATTR_BATCH_STEP]["steps"]
+    assert [(step["source"], step["params"]["batch_size"]) for step in steps] == [(first, 8), (second, 32)]
+    waiting = ctx.study.get_trials(states=(TrialState.WAITING,))
+    assert [t.number for t in waiting] == [step["trial"] for step in steps]
+    assert [t.system_attrs["fixed_params"] for t in waiting] == [
+        ctx.space.optuna_params({**start, "batch_size": 8}),
+        ctx.space.optuna_params({**twin, "batch_size": 32}),
+    ]
+    for step in steps:
+        assert f"batch step: trial {step['trial']} measures trial {step['source']} at batch" in said.getvalue()
