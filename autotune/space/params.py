@@ -129,6 +129,10 @@ class ParamSpec:
         """The first choice, or the low end of a range."""
         return self.choices[0] if self.choices is not None else self.low
 
+    def default_value(self) -> Any:
+        """The space's default: ``default:`` where given, else the first choice or the low end."""
+        return self.default if self.default is not None else self.first()
+
     def index(self, value: Any) -> int | None:
         """The position of ``value`` among the choices (``True`` is not ``1``); None if it is not one."""
         return next((i for i, c in enumerate(self.choices or ()) if _same(c, value)), None)

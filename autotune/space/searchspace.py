@@ -127,7 +127,7 @@ class Space:
         params: dict[str, Any] = {}
         for spec in self.params.values():
             if spec.is_active(params):
-                params[spec.name] = spec.default if spec.default is not None else spec.first()
+                params[spec.name] = spec.default_value()
         return params
 
     def optuna_params(self, params: Mapping[str, Any]) -> dict[str, Any]:

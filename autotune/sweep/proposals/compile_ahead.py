@@ -152,7 +152,7 @@ class CompileAhead:
         progress: Progress,
         timeout_s: float,
         slots: int = 1,
-        rejecting: Callable[[], Callable[[Mapping[str, Any]], bool]] | None = None,
+        rejecting: Callable[[], Callable[[Mapping[str, Any]], bool]] = lambda: _runs_everything,
     ) -> None:
         self.executor = executor
         # which configurations the proposer answers without a run, as the study stands: their graphs compile for nothing
@@ -303,7 +303,7 @@ class CompileAhead:
         if len(self._compiling) >= self.slots:
             return
         taken = skip | set(self.done) | set(self._compiling)
-        rejected = self.rejecting() if self.rejecting is not None else (lambda params: False)
+        rejected = self.rejecting()
         candidates = [(k, params) for k, params in self.configurations if k not in taken and not rejected(params)]
         if not candidates:
             return
@@ -363,6 +363,11 @@ class CompileAhead:
                 f"a compile ahead held {held:.1f} GiB of the GPU's {gpu:.0f}: {self.slots} at a time from now on"
                 f" (at most {AHEAD_GPU_SHARE:.0%} of its memory)"
             )
+
+
+def _runs_everything(params: Mapping[str, Any]) -> bool:
+    """A compile ahead told of no rejections: every configuration may be compiled."""
+    return False
 
 
 def _ago(compiling: _Compiling) -> str:

@@ -181,7 +181,7 @@ def _base(spec: ParamSpec, default: TrialRecord) -> Any:
     value = default.params.get(spec.name)
     if value is not None and spec.contains(value):
         return value
-    return spec.default if spec.default is not None else spec.first()
+    return spec.default_value()
 
 
 def _pick(spec: ParamSpec, facts: DeviceFacts, default: TrialRecord, precision: Any) -> Any:
@@ -308,14 +308,18 @@ class _Memory:
     measured: tuple[TrialRecord, ...]
 
 
+def _memory_capped(space: Space) -> bool:
+    """Whether a constraint of ``space`` caps the peak memory (``peak_mem_gib <= N``)."""
+    return any(constraint.names == {"peak_mem_gib"} for constraint in space.constraints)
+
+
 def _checkpointing(space: Space, default: TrialRecord, facts: DeviceFacts, memory: _Memory) -> Any:
     """What the expert sets ``activation_checkpointing`` to: the default's, unless a constraint on peak memory holds
     the batch below the space's largest and checkpointing (selective first: it recomputes less) lets a larger batch
     fit. Only a param that is always active (no ``when:``) is chosen so: the batch is reckoned with it."""
     spec, batch = space.params.get("activation_checkpointing"), space.params.get("batch_size")
     kept = _pick(spec, facts, default, memory.precision) if spec is not None else None
-    constrained = any(constraint.names == {"peak_mem_gib"} for constraint in space.constraints)
-    if spec is None or batch is None or spec.kind == "fixed" or spec.when or not (facts.gpu and constrained):
+    if spec is None or batch is None or spec.kind == "fixed" or spec.when or not (facts.gpu and _memory_capped(space)):
         return kept
     plain, _ = _batch_for(batch, default, facts, space, memory, kept)
     for mode in ("selective", "full"):
@@ -382,20 +386,17 @@ def checkpointing_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) 
     Either way the two peaks at one batch say what checkpointing saves, and the batch step
     (:mod:`autotune.sweep.proposals.batch_step`) takes each as far as its own peak allows."""
     spec, batch = space.params.get("activation_checkpointing"), space.params.get("batch_size")
-    capped = any(constraint.names == {"peak_mem_gib"} for constraint in space.constraints)
-    if (
-        spec is None
-        or not spec.contains("none")
-        or (spec.default if spec.default is not None else spec.first()) != "none"
-    ):
+    if spec is None or not spec.contains("none") or spec.default_value() != "none":
         return None  # not searched, or the space's own default checkpoints: the expert only kept it
     if start.get("activation_checkpointing", "none") != "none":
         return _active_only(space, start, {**start, "activation_checkpointing": "none"})
     mode = next((mode for mode in ("full", "selective") if spec.contains(mode)), None)
-    larger = [v for v in (batch.values() if batch is not None else ()) if isinstance(v, int)]
+    largest = max((v for v in batch.values() if isinstance(v, int)), default=None) if batch is not None else None
     size = start.get("batch_size")
-    if mode is None or not (capped and facts.gpu) or not isinstance(size, int) or not larger or size >= max(larger):
+    if mode is None or not (facts.gpu and _memory_capped(space)) or not isinstance(size, int) or largest is None:
         return None
+    if size >= largest:
+        return None  # the cap held no batch back: nothing for the recompute to buy
     return _active_only(space, start, {**start, "activation_checkpointing": mode})
 
 
