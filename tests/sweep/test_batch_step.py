@@ -36,6 +36,8 @@ params:
 GPU = replace(H100, state_gib=1.9)
 START = {"batch_size": 8, "compile_mode": "default", "activation_checkpointing": "full"}
 TWIN = {**START, "activation_checkpointing": "none"}
+TIGHT = SPACE.replace("<= 8", "<= 7")  # the start keeps batch 4 without checkpointing; its twin checkpoints
+TIGHT_START, TIGHT_TWIN = {**TWIN, "batch_size": 4}, {**START, "batch_size": 4}
 
 
 def context(tmp_path: Path, said: io.StringIO) -> SweepContext:
@@ -58,6 +60,18 @@ def with_start(ctx: SweepContext, start_peak: float = 2.8, twin_peak: float = 5.
     start = measure(ctx, START, 279_258, start_peak, informed=True)
     twin = measure(ctx, TWIN, 313_180, twin_peak, twin=True)
     ctx.study.set_user_attr(schema.STUDY_ATTR_INFORMED, {"trial": start, "params": START, "why": "", "twin": twin})
+    ctx.records.refresh()
+    return start, twin
+
+
+def with_tight_pair(ctx: SweepContext) -> tuple[int, int]:
+    """Under TIGHT: the default, the informed start (3.6 GiB at 4) and its checkpointed twin (2.3 GiB) measured, as
+    the informed start records them."""
+    measure(ctx, ctx.space.default_params(), 257_918, 8.9, default=True)
+    start = measure(ctx, TIGHT_START, 195_655, 3.6, informed=True)
+    twin = measure(ctx, TIGHT_TWIN, 150_000, 2.3, twin=True)
+    decision = {"trial": start, "params": TIGHT_START, "why": "", "twin": twin}
+    ctx.study.set_user_attr(schema.STUDY_ATTR_INFORMED, decision)
     ctx.records.refresh()
     return start, twin
 
@@ -93,17 +107,15 @@ def test_the_better_of_the_pair_that_leaves_room_is_stepped(tmp_path: Path) -> N
 
 
 def test_under_a_tighter_cap_the_twin_checkpoints_and_each_of_the_pair_is_stepped(tmp_path: Path) -> None:
-    ctx = sweep_context(tmp_path, SPACE.replace("<= 8", "<= 7"), io.StringIO(), "tight")
-    measure(ctx, ctx.space.default_params(), 257_918, 8.9, default=True)
+    ctx = sweep_context(tmp_path, TIGHT, io.StringIO(), "tight")
+    first, second = with_tight_pair(ctx)
     default = ctx.records.default
     assert default is not None
     # 0.875 GiB a sample past the state: batch 8 would hold 8.9 GiB, and 6.8 with full's cautious 0.7: neither fits
     start = expert_params(ctx.space, default, GPU).params
-    assert start == {**TWIN, "batch_size": 4}
+    assert start == TIGHT_START
     twin = informed_twin(ctx.space, start, GPU)
-    assert twin == {**START, "batch_size": 4}  # the peak it cannot reckon, measured at the start's own batch
-    first = measure(ctx, start, 195_655, 3.6, informed=True)
-    second = measure(ctx, twin, 150_000, 2.3, twin=True)
+    assert twin == TIGHT_TWIN  # the peak it cannot reckon, measured at the start's own batch
     steps = batch_step(ctx.space, ctx.records, GPU)
     # without the recompute 0.425 GiB a sample: 8 fits (5.3 GiB), 16 would not; with it 0.1: 32 fits (5.1 GiB)
     assert isinstance(steps, list)
@@ -180,13 +192,9 @@ def test_a_cpu_sweep_decides_without_asking_the_device(tmp_path: Path) -> None:
 
 def test_each_step_of_a_pair_that_differs_in_checkpointing_is_queued_and_recorded(tmp_path: Path) -> None:
     said = io.StringIO()
-    ctx = sweep_context(tmp_path, SPACE.replace("<= 8", "<= 7"), said, "pair")
-    measure(ctx, ctx.space.default_params(), 257_918, 8.9, default=True)
-    start, twin = {**TWIN, "batch_size": 4}, {**START, "batch_size": 4}
-    first = measure(ctx, start, 195_655, 3.6, informed=True)
-    second = measure(ctx, twin, 150_000, 2.3, twin=True)
-    ctx.study.set_user_attr(schema.STUDY_ATTR_INFORMED, {"trial": first, "params": start, "why": "", "twin": second})
-    ctx.records.refresh()
+    ctx = sweep_context(tmp_path, TIGHT, said, "pair")
+    first, second = with_tight_pair(ctx)
+    start, twin = TIGHT_START, TIGHT_TWIN
     BatchStep(ctx, None, "worker", lambda default: GPU, on=True).queue()
     steps = ctx.study.user_attrs[schema.STUDY_ATTR_BATCH_STEP]["steps"]
     assert [(step["source"], step["params"]["batch_size"]) for step in steps] == [(first, 8), (second, 32)]
