@@ -2,7 +2,8 @@
 
 How outcomes reach the sampler (Optuna's samplers learn only from COMPLETE trials):
 
-- ok: COMPLETE with the objective values; a broken metric constraint makes it infeasible;
+- ok: COMPLETE with the objective values; a broken metric constraint makes it infeasible, and so does one its
+  metrics cannot answer (a metric it did not report);
 - oom, and configurations rejected by a feasibility rule: COMPLETE and infeasible (the value is a
   placeholder: the worst feasible value so far), so TPE/GP learn where the boundary is;
 - pruned after warm-up: PRUNED, with the warm-up steps' throughputs as intermediate values;
@@ -13,7 +14,7 @@ How outcomes reach the sampler (Optuna's samplers learn only from COMPLETE trial
 
 from __future__ import annotations
 
-import logging
+import difflib
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ import optuna
 from optuna.trial import Trial, TrialState
 
 from autotune.errors import AutotuneError
+from autotune.expr import Expression
 from autotune.measurement import Status, TrialResult
 from autotune.records import StudyRecords, TrialKind, TrialRecord, schema
 from autotune.records.trial import read_trial
@@ -33,8 +35,6 @@ if TYPE_CHECKING:
     from autotune.tracking import SweepTracker
 
 __all__ = ["INFEASIBLE_STATUSES", "Recorder", "placeholder_values"]
-
-log = logging.getLogger(__name__)
 
 INFEASIBLE_STATUSES = (Status.OOM,)  # failures that teach the sampler a boundary
 
@@ -75,12 +75,15 @@ class Recorder:
             self._record_duplicate(proposal, proposal.source)
             return
         trial, kind = proposal.trial, proposal.kind
-        violation = self._violation(kind, result)
+        violation, unchecked = self._violation(kind, result)
         values = self._objective_values(result) if result.ok else None
         if result.ok and values is None:
             missing = [m for m, _ in self.objectives if m not in result.metrics]
-            result = TrialResult.failed(Status.INVALID, f"objective metric not reported: {missing}", proposal.params)
+            reason = f"objective metric not reported: {missing}{_closest(missing, result.metrics)}"
+            result = TrialResult.failed(Status.INVALID, reason, proposal.params)
             violation = None
+        elif unchecked:
+            result = replace(result, reason=unchecked)  # why it broke a constraint: every view shows the reason
         self._set_attrs(trial, self._attrs(proposal, result, violation))
         logged = self._log_to_mlflow(trial, result, kind) if kind is TrialKind.MEASURED else None
         trial.set_user_attr(schema.ATTR_KIND, kind.value)  # last: the record is whole (see _set_attrs)
@@ -151,19 +154,24 @@ class Recorder:
             trial.set_user_attr(schema.ATTR_MLFLOW_RUN, run_id)
         return record
 
-    def _violation(self, kind: TrialKind, result: TrialResult) -> float | None:
-        """> 0 infeasible, <= 0 feasible, None for outcomes that are told as FAIL."""
+    def _violation(self, kind: TrialKind, result: TrialResult) -> tuple[float | None, str | None]:
+        """> 0 infeasible, <= 0 feasible, None for outcomes that are told as FAIL; with it, what could not be checked.
+
+        A constraint the trial's metrics cannot answer (a name it did not report, a figure that is not a number)
+        counts as broken: a limit nobody checked is not a limit kept, and a misspelt metric would otherwise rank
+        every trial as if it held."""
         if kind is TrialKind.REJECTED or result.status in INFEASIBLE_STATUSES:
-            return 1.0
+            return 1.0, None
         if not result.ok:
-            return None
-        worst = -1.0
+            return None, None
+        worst, unchecked = -1.0, []
         for constraint in self.space.constraints:
             try:
                 worst = max(worst, constraint.violation(result.metrics))
             except AutotuneError as exc:
-                log.warning("constraint %r not checked: %s", constraint.text, exc)
-        return worst
+                worst = max(worst, 1.0)
+                unchecked.append(_unchecked(constraint, result.metrics, exc))
+        return worst, "; ".join(unchecked) or None
 
     def _objective_values(self, result: TrialResult) -> list[float] | None:
         try:
@@ -179,3 +187,18 @@ class Recorder:
                 trial.report(items / (ms / 1e3), step)
         trial.set_constraint("feasibility", -1.0)
         self.study.tell(trial, state=TrialState.PRUNED)
+
+
+def _unchecked(constraint: Expression, metrics: dict[str, Any], error: AutotuneError) -> str:
+    """Why ``constraint`` could not be checked on ``metrics``, with the reported metric its name is closest to."""
+    missing = sorted(constraint.names - metrics.keys())
+    if not missing:
+        return f"constraint {constraint.text!r} not checked: {error}"
+    reported = ", ".join(map(repr, missing))
+    return f"constraint {constraint.text!r} not checked: the trial reported no {reported}{_closest(missing, metrics)}"
+
+
+def _closest(missing: list[str], metrics: dict[str, Any]) -> str:
+    """A hint for a misspelt metric: the reported one closest to the first missing name."""
+    close = difflib.get_close_matches(missing[0], sorted(metrics), n=1) if missing else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
