@@ -8,8 +8,10 @@ import pytest
 from study_records import records_of
 from sweep_processes import load_study, run, sweep_args, write_space
 
+from autotune.records import TrialRecord
 
-def constrained_sweep(workdir: Path, constraint: str) -> tuple[list[str], object]:
+
+def constrained_sweep(workdir: Path, constraint: str) -> tuple[list[str], TrialRecord | None]:
     """Two trials of a CPU space under ``constraint``: each measured trial's outcome, and the study's winner."""
     space = write_space(workdir, "capped", "noted", budget=2)
     space.write_text(space.read_text() + f"constraints: [{constraint!r}]\n")
