@@ -391,11 +391,10 @@ def checkpointing_twin(space: Space, start: dict[str, Any], facts: DeviceFacts) 
     if start.get("activation_checkpointing", "none") != "none":
         return _active_only(space, start, {**start, "activation_checkpointing": "none"})
     mode = next((mode for mode in ("full", "selective") if spec.contains(mode)), None)
-    largest = max((v for v in batch.values() if isinstance(v, int)), default=None) if batch is not None else None
     size = start.get("batch_size")
-    if mode is None or not (facts.gpu and _memory_capped(space)) or not isinstance(size, int) or largest is None:
+    if mode is None or batch is None or not (facts.gpu and _memory_capped(space)) or not isinstance(size, int):
         return None
-    if size >= largest:
+    if not any(isinstance(value, int) and value > size for value in batch.values()):
         return None  # the cap held no batch back: nothing for the recompute to buy
     return _active_only(space, start, {**start, "activation_checkpointing": mode})
 
